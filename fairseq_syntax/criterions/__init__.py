@@ -1,0 +1,1 @@
+"""Criterions of the plugin."""

@@ -1,0 +1,1 @@
+"""Data: the dataset that carries syntax tensors, side-file I/O, the synthetic corpus."""

@@ -1,0 +1,1 @@
+"""Attention variants and encoder extensions, each a small module."""

@@ -1,0 +1,71 @@
+"""Luong et al. (2015) global attention, the backbone's attentional layer."""
+from typing import Dict, Tuple
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+
+def masked_softmax(scores: Tensor, padding_mask: Tensor) -> Tensor:
+    """Softmax over the last dimension, ignoring positions where ``padding_mask`` is True."""
+    return torch.softmax(scores.float().masked_fill(padding_mask, float("-inf")), dim=-1).type_as(scores)
+
+
+def attend(weights: Tensor, values: Tensor) -> Tensor:
+    """Context vector ``c = Σ_j a_j v_j``: ``[B, S] x [B, S, C] -> [B, C]``."""
+    return torch.bmm(weights.unsqueeze(1), values).squeeze(1)
+
+
+class LuongScore(nn.Module):
+    """Alignment scores of Luong et al. (2015), eq. 8: ``dot``: ``h_tᵀ h̄_s``;
+    ``general``: ``h_tᵀ W_a h̄_s``. Keys are projected once per sentence (``project``)."""
+
+    def __init__(self, query_dim: int, key_dim: int, score: str = "general"):
+        super().__init__()
+        if score == "dot" and query_dim != key_dim:
+            raise ValueError(
+                f"'dot' attention needs equal query and key sizes, got {query_dim} and "
+                f"{key_dim}: set --decoder-hidden-size to {key_dim} or use 'general'"
+            )
+        self.proj = nn.Linear(key_dim, query_dim, bias=False) if score == "general" else None
+
+    def project(self, keys: Tensor) -> Tensor:
+        return keys if self.proj is None else self.proj(keys)
+
+    def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
+        """``[B, H] x [B, S, H] -> [B, S]`` scores."""
+        return torch.bmm(projected_keys, query.unsqueeze(2)).squeeze(2)
+
+
+class GlobalAttentionLayer(nn.Module):
+    """The attentional layer of the backbone (Luong et al. 2015, eqs. 5, 7, 8).
+
+    From the decoder's top hidden state ``h_t``: weights ``a_t = softmax(score(h_t, h̄_s))``
+    over all source annotations, context ``c_t = Σ a_t h̄_s`` and the attentional state
+    ``h̃_t = tanh(W_c [c_t; h_t])``, which feeds the output layer and input feeding.
+
+    Every attentional layer of the plugin has this interface, so that a paper's
+    mechanism is a small subclass or sibling:
+
+    * ``output_dim``: size of ``h̃_t``;
+    * ``init_state(encoder_out) -> dict`` of batch-first tensors kept across decoding
+      steps (cached and reordered for beam search by the decoder);
+    * ``forward(hidden, encoder_out, state) -> (h̃_t, weights over source positions,
+      new state)``.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, score: str = "general", output_dim=None):
+        super().__init__()
+        self.score = LuongScore(query_dim, key_dim, score)
+        self.output_dim = output_dim or query_dim
+        self.combine = nn.Linear(key_dim + query_dim, self.output_dim, bias=False)
+
+    def init_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        return {"keys": self.score.project(encoder_out["annotations"])}
+
+    def forward(
+        self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]
+    ) -> Tuple[Tensor, Tensor, Dict[str, Tensor]]:
+        weights = masked_softmax(self.score(hidden, state["keys"]), encoder_out["padding_mask"])
+        context = attend(weights, encoder_out["annotations"])
+        return torch.tanh(self.combine(torch.cat([context, hidden], dim=-1))), weights, state

@@ -1,0 +1,127 @@
+"""The backbone decoder: stacked LSTM with input feeding around a pluggable attentional layer."""
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.models import FairseqIncrementalDecoder
+from torch import Tensor
+
+STATE_KEY = "rnn_state"
+
+
+class RNNDecoder(FairseqIncrementalDecoder):
+    """Stacked LSTM decoder with input feeding (Luong et al. 2015, section 3.3).
+
+    Step ``t``: ``h_t = LSTM([y_{t-1}; h̃_{t-1}], h_{t-1})``; the ``attention`` module
+    (see :class:`~fairseq_syntax.modules.global_attention.GlobalAttentionLayer` for its
+    interface) turns the top ``h_t`` into ``h̃_t`` and the weights over source positions;
+    ``p(y_t) = softmax(W_s h̃_t)``. The initial state is ``h_0 = tanh(W_h s)``,
+    ``c_0 = W_c s_c`` from the encoder's ``summary_hidden``/``summary_cell`` (the same for
+    every layer).
+
+    The decoder state (LSTM states, ``h̃``, and the attention module's own state) is one
+    flat dict of batch-first tensors, cached in the incremental state and reordered for
+    beam search as a whole. Attention weights are returned in training and in
+    generation as ``extra["attn"][0]``, ``[B, T, S]`` over the source positions
+    (tokens then eos, right-padded) that the alignments use.
+    """
+
+    def __init__(self, dictionary, embed_dim: int, hidden_size: int, num_layers: int,
+                 dropout: float, encoder_dim: int, attention: nn.Module,
+                 share_input_output_embed: bool = False):
+        super().__init__(dictionary)
+        self.dropout = dropout
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        padding_idx = dictionary.pad()
+        self.embed_tokens = nn.Embedding(len(dictionary), embed_dim, padding_idx=padding_idx)
+        nn.init.normal_(self.embed_tokens.weight, mean=0, std=embed_dim ** -0.5)
+        nn.init.constant_(self.embed_tokens.weight[padding_idx], 0)
+        self.attention = attention
+        feed_dim = attention.output_dim
+        self.layers = nn.ModuleList(
+            nn.LSTMCell(embed_dim + feed_dim if i == 0 else hidden_size, hidden_size)
+            for i in range(num_layers)
+        )
+        self.init_hidden = nn.Linear(encoder_dim, hidden_size)
+        self.init_cell = nn.Linear(encoder_dim, hidden_size)
+        if share_input_output_embed:
+            self.project_out = nn.Linear(feed_dim, embed_dim, bias=False) if feed_dim != embed_dim else None
+            self.fc_out = nn.Linear(embed_dim, len(dictionary))
+            self.fc_out.weight = self.embed_tokens.weight
+        else:
+            self.project_out = None
+            self.fc_out = nn.Linear(feed_dim, len(dictionary))
+
+    def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        hidden = torch.tanh(self.init_hidden(encoder_out["summary_hidden"]))
+        cell = self.init_cell(encoder_out["summary_cell"])
+        bsz = hidden.size(0)
+        state = {
+            "hidden": hidden.unsqueeze(1).expand(bsz, self.num_layers, -1).contiguous(),
+            "cell": cell.unsqueeze(1).expand(bsz, self.num_layers, -1).contiguous(),
+            "input_feed": hidden.new_zeros(bsz, self.attention.output_dim),
+        }
+        for key, value in self.attention.init_state(encoder_out).items():
+            state["attention." + key] = value
+        return state
+
+    def step(self, embedded: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]):
+        """One decoding step: ``[B, E]`` embedded previous token -> (h̃_t, weights, state)."""
+        x = torch.cat([embedded, state["input_feed"]], dim=-1)
+        hiddens, cells = [], []
+        for i, cell in enumerate(self.layers):
+            h, c = cell(x, (state["hidden"][:, i], state["cell"][:, i]))
+            x = F.dropout(h, p=self.dropout, training=self.training) if i + 1 < self.num_layers else h
+            hiddens.append(h)
+            cells.append(c)
+        attention_state = {k[len("attention."):]: v for k, v in state.items() if k.startswith("attention.")}
+        out, weights, attention_state = self.attention(h, encoder_out, attention_state)
+        new_state = {
+            "hidden": torch.stack(hiddens, dim=1),
+            "cell": torch.stack(cells, dim=1),
+            "input_feed": out,
+        }
+        new_state.update({"attention." + k: v for k, v in attention_state.items()})
+        return out, weights, new_state
+
+    def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
+        state = None
+        if incremental_state is not None:
+            prev_output_tokens = prev_output_tokens[:, -1:]
+            state = self.get_incremental_state(incremental_state, STATE_KEY)
+        if state is None:
+            state = self.initial_state(encoder_out)
+        embedded = F.dropout(self.embed_tokens(prev_output_tokens), p=self.dropout, training=self.training)
+        outs: List[Tensor] = []
+        attns: List[Tensor] = []
+        for t in range(prev_output_tokens.size(1)):
+            out, weights, state = self.step(embedded[:, t], encoder_out, state)
+            outs.append(out)
+            attns.append(weights)
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, STATE_KEY, state)
+        src_len = encoder_out["padding_mask"].size(1)
+        attn = torch.stack(attns, dim=1)[:, :, :src_len]
+        return torch.stack(outs, dim=1), {"attn": [attn]}
+
+    def output_layer(self, features: Tensor) -> Tensor:
+        x = F.dropout(features, p=self.dropout, training=self.training)
+        if self.project_out is not None:
+            x = self.project_out(x)
+        return self.fc_out(x)
+
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        features, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        return self.output_layer(features), extra
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        state: Optional[Dict[str, Tensor]] = self.get_incremental_state(incremental_state, STATE_KEY)
+        if state is None:
+            return
+        reordered = {k: v.index_select(0, new_order) for k, v in state.items()}
+        self.set_incremental_state(incremental_state, STATE_KEY, reordered)
+
+    def max_positions(self):
+        return int(1e5)

@@ -1,0 +1,41 @@
+"""fairseq-syntax: syntax- and alignment-aware attention for NMT as a fairseq plugin."""
+from setuptools import find_packages, setup
+
+setup(
+    name="fairseq-syntax",
+    version="0.1.0",
+    description=(
+        "A fairseq plugin for syntax- and alignment-aware neural machine translation: "
+        "syntax-directed, look-ahead, structured, tree-to-sequence and supervised attention."
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.8",
+    packages=find_packages(include=["fairseq_syntax", "fairseq_syntax.*"])
+    + ["fairseq_syntax_preprocess"],
+    package_dir={"fairseq_syntax_preprocess": "preprocess"},
+    install_requires=[
+        # fairseq 0.12.2 does not import on Python >= 3.11; fairseq-fixed is the same package, fixed.
+        "fairseq-fixed==0.12.3.1; python_version >= '3.11'",
+        "fairseq==0.12.2; python_version < '3.11'",
+        "torch>=2.1,<=2.13.0",
+        "numpy>=1.24",
+        "sentencepiece>=0.1.99,<0.3",
+        "sacrebleu>=2.3,<3",
+        "networkx>=3.0,<4",
+        "conllu>=4.5,<7",
+        "spacy>=3.8,<3.9",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6.80"],
+    },
+    entry_points={
+        "console_scripts": [
+            "fairseq-syntax-preprocess = fairseq_syntax_preprocess.cli:main",
+            "fairseq-syntax-synthetic = fairseq_syntax.data.synthetic_corpus:main",
+            "fairseq-syntax-score-agreement = fairseq_syntax.data.synthetic_corpus:score_main",
+            "fairseq-syntax-user-dir = fairseq_syntax.user_dir:main",
+        ],
+    },
+)

@@ -1,0 +1,73 @@
+"""Shared fixtures: a small synthetic corpus and its data-bin, and a CLI runner."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+USER_DIR = os.path.join(REPO, "fairseq_syntax")
+SHARED_DATA = os.environ.get(
+    "FAIRSEQ_SYNTAX_DATA", os.path.join(os.path.dirname(REPO), "shared", "data")
+)
+
+# A tiny model: the command-line tests check plumbing and numerics, not quality.
+TINY_MODEL = [
+    "--encoder-embed-dim", "16", "--encoder-hidden-size", "16",
+    "--decoder-embed-dim", "16", "--decoder-hidden-size", "32", "--dropout", "0",
+]
+
+
+def run_cli(args, cwd=None, check=True, **kwargs):
+    """Run a console script (or ``python -m``) as a user would; return the CompletedProcess."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, **kwargs)
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"command failed ({proc.returncode}): {' '.join(map(str, args))}\n"
+            f"--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-5000:]}"
+        )
+    return proc
+
+
+@pytest.fixture(scope="session")
+def synthetic_raw(tmp_path_factory):
+    """Synthetic en->vf corpus (train 400 / valid 40 / test 40) with gold trees and alignments."""
+    from fairseq_syntax.data.synthetic_corpus import generate_corpus
+
+    out = tmp_path_factory.mktemp("synthetic_raw")
+    generate_corpus(str(out), seed=3, train=400, valid=40, test=40)
+    return out
+
+
+@pytest.fixture(scope="session")
+def synthetic_databin(synthetic_raw, tmp_path_factory):
+    """The data-bin ``fairseq-syntax-preprocess`` makes of :func:`synthetic_raw`."""
+    dest = tmp_path_factory.mktemp("synthetic_bin") / "data-bin"
+    raw = str(synthetic_raw)
+    run_cli([
+        "fairseq-syntax-preprocess", "--source-lang", "en", "--target-lang", "vf",
+        "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid", "--testpref", f"{raw}/test",
+        "--align-suffix", "align", "--vocab-size", "120", "--destdir", str(dest),
+    ])
+    return dest
+
+
+def train_args(databin, save_dir, arch="attentional_rnn", updates=4, extra=()):
+    """A short ``fairseq-train`` command line on the syntax task."""
+    return [
+        "fairseq-train", str(databin), "--user-dir", USER_DIR, "--task", "syntax_translation",
+        "--arch", arch, *TINY_MODEL, "--optimizer", "adam", "--lr", "0.003",
+        "--max-tokens", "800", "--max-update", str(updates), "--cpu", "--seed", "1",
+        "--save-dir", str(save_dir), "--no-epoch-checkpoints", "--no-progress-bar",
+        "--log-interval", "1", *extra,
+    ]
+
+
+def generate_args(databin, checkpoint, extra=()):
+    """A ``fairseq-generate`` command line on the test split with beam 5."""
+    return [
+        "fairseq-generate", str(databin), "--user-dir", USER_DIR, "--task", "syntax_translation",
+        "--path", str(checkpoint), "--gen-subset", "test", "--beam", "5",
+        "--batch-size", "16", "--cpu", *extra,
+    ]

@@ -1,0 +1,153 @@
+"""Reading and writing dependency trees in CoNLL-U, with file:line in every error.
+
+Reading uses the ``conllu`` package (``conllu.parse_incr``). Multi-word token ranges
+(``1-2``) and empty nodes (``1.1``) are skipped: a :class:`ParsedSentence` holds the
+syntactic words only, with 0-based heads (``-1`` for the root).
+"""
+import io
+from dataclasses import dataclass, field
+from typing import Iterable, List, Tuple
+
+import conllu
+from conllu.exceptions import ParseException
+from conllu.parser import parse_comment_line, parse_line
+
+from .dependency import validate_heads
+from .errors import SyntaxInputError
+from .text_io import iter_decoded_lines
+
+
+@dataclass
+class ParsedSentence:
+    """One dependency tree: ``heads[i]`` is the 0-based head of ``words[i]``, -1 for root."""
+
+    words: List[str]
+    heads: List[int]
+    deprels: List[str] = field(default_factory=list)
+    line: int = 0  # 1-based line where the sentence starts in its file (0: not from a file)
+
+
+def _blocks(lines: List[Tuple[int, str]]) -> List[List[Tuple[int, str]]]:
+    """Split lines into sentence blocks exactly as ``conllu.parse_sentences`` does."""
+    blocks, buf = [], []
+    for number, text in lines:
+        if text.strip() == "":
+            if buf:
+                blocks.append(buf)
+                buf = []
+        else:
+            buf.append((number, text))
+    if buf:
+        blocks.append(buf)
+    return blocks
+
+
+def _locate_parse_error(block: List[Tuple[int, str]], fields) -> Tuple[int, str]:
+    """Find the first line of a block that conllu cannot parse, with conllu's message."""
+    for number, text in block:
+        stripped = text.strip()
+        try:
+            if stripped.startswith("#"):
+                parse_comment_line(stripped)
+            else:
+                parse_line(stripped, fields)
+        except ParseException as err:
+            return number, str(err)
+    return block[0][0], ""
+
+
+def read_conllu_trees(path: str) -> List[ParsedSentence]:
+    """Read every sentence of a CoNLL-U file as a validated :class:`ParsedSentence`.
+
+    Raises :class:`SyntaxInputError` naming ``path`` and a line: the offending line for a
+    line conllu cannot parse (or bytes that are not UTF-8), the sentence's first line for
+    a sentence that is not a tree (see :func:`validate_heads`), has no words, misses a
+    HEAD, or has word IDs other than ``1..n`` in order.
+    """
+    lines = list(iter_decoded_lines(path))
+    blocks = _blocks(lines)
+    text = "".join(t + "\n" for _, t in lines)
+    sentences: List[ParsedSentence] = []
+    parsed = iter(conllu.parse_incr(io.StringIO(text)))
+    for index, block in enumerate(blocks):
+        start = block[0][0]
+        try:
+            tokenlist = next(parsed)
+        except ParseException as err:
+            number, message = _locate_parse_error(block, conllu.parser.DEFAULT_FIELDS)
+            raise SyntaxInputError(
+                f"malformed CoNLL-U line: {message or err}", path, number
+            ) from None
+        token_lines = [
+            number
+            for number, t in block
+            if not t.startswith("#") and not t.strip().startswith("#")
+        ]
+        words, heads, deprels = [], [], []
+        has_ranges = False
+        for k, token in enumerate(tokenlist):
+            number = token_lines[k] if k < len(token_lines) else start
+            tid = token.get("id")
+            if isinstance(tid, tuple):
+                has_ranges = has_ranges or tid[1] == "-"
+                continue  # multi-word token range or empty node
+            if tid is None:
+                raise SyntaxInputError("word has no ID (ID column is '_' or missing)", path, number)
+            if tid != len(words) + 1:
+                raise SyntaxInputError(
+                    f"word ID {tid} where {len(words) + 1} was expected: the IDs of a sentence's "
+                    "words must be 1, 2, 3, ... in order",
+                    path,
+                    number,
+                )
+            form = token.get("form")
+            if form is None:
+                raise SyntaxInputError(f"word {tid} has no FORM column", path, number)
+            head = token.get("head")
+            if head is None:
+                raise SyntaxInputError(
+                    f"word {tid} ({form!r}) has no HEAD (column 7 is '_' or missing); "
+                    "every word needs a head, 0 for the root",
+                    path,
+                    number,
+                )
+            words.append(form)
+            heads.append(int(head) - 1)
+            deprel = token.get("deprel")
+            deprels.append(deprel if deprel else "_")
+        if not words:
+            raise SyntaxInputError(f"sentence {index + 1} has no words", path, start)
+        try:
+            validate_heads(heads, words=words, index_base=1)
+        except ValueError as err:
+            raise SyntaxInputError(
+                f"sentence {index + 1} is not a dependency tree: {err}"
+                + (" (word IDs skip multi-word token ranges)" if has_ranges else ""),
+                path,
+                start,
+            ) from None
+        sentences.append(ParsedSentence(words, heads, deprels, start))
+    return sentences
+
+
+def write_conllu(path: str, sentences: Iterable[ParsedSentence]) -> None:
+    """Write sentences as CoNLL-U (10 tab-separated columns, ``_`` where unknown).
+
+    Each sentence gets a ``# text = ...`` comment (words joined by spaces) and ends with a
+    blank line. Heads are written 1-based (0 for the root). Words must not contain tabs or
+    newlines.
+    """
+    with open(path, "w", encoding="utf-8") as out:
+        for sentence in sentences:
+            if len(sentence.heads) != len(sentence.words):
+                raise ValueError(
+                    f"{len(sentence.words)} words but {len(sentence.heads)} heads"
+                )
+            deprels = sentence.deprels or ["_"] * len(sentence.words)
+            out.write("# text = " + " ".join(sentence.words) + "\n")
+            for i, (word, head, rel) in enumerate(zip(sentence.words, sentence.heads, deprels)):
+                if any(c in word for c in "\t\n\r") or not word:
+                    raise ValueError(f"word {i + 1} {word!r} is empty or holds a tab or newline")
+                cols = [str(i + 1), word, "_", "_", "_", "_", str(int(head) + 1), rel or "_", "_", "_"]
+                out.write("\t".join(cols) + "\n")
+            out.write("\n")

@@ -18,7 +18,7 @@ setup(
         # fairseq 0.12.2 does not import on Python >= 3.11; fairseq-fixed is the same package, fixed.
         "fairseq-fixed==0.12.3.1; python_version >= '3.11'",
         "fairseq==0.12.2; python_version < '3.11'",
-        "torch>=2.1,<=2.13.0",
+        "torch>=2.6,<2.14",  # >= 2.6: checkpoints load with weights_only=True
         "numpy>=1.24",
         "sentencepiece>=0.1.99,<0.3",
         "sacrebleu>=2.3,<3",

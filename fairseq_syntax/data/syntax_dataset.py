@@ -75,7 +75,7 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
                     f"split '{self.split}': the {kind} side-file has {len(side)} sentences "
                     f"but the source binary has {len(src_sizes)}"
                 )
-            sizes = np.asarray(side.sizes)
+            sizes = np.asarray(side.sizes if hasattr(side, "sizes") else [len(x) for x in side])
             bad = sizes != want
             if kind == "tree":
                 bad &= sizes != 0  # a sentence without a parse has an empty tree

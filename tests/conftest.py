@@ -32,11 +32,14 @@ def run_cli(args, cwd=None, check=True, **kwargs):
 
 @pytest.fixture(scope="session")
 def synthetic_raw(tmp_path_factory):
-    """Synthetic en->vf corpus (train 400 / valid 40 / test 40) with gold trees and alignments."""
+    """Synthetic en->vf corpus (train 400 / valid 40 / test 37) with gold trees and alignments.
+
+    37 test sentences: not a multiple of fairseq's default batch-size multiple (8), so
+    the generate tests see the last-batch bug (fairseq #5036) if it comes back."""
     from fairseq_syntax.data.synthetic_corpus import generate_corpus
 
     out = tmp_path_factory.mktemp("synthetic_raw")
-    generate_corpus(str(out), seed=3, train=400, valid=40, test=40)
+    generate_corpus(str(out), seed=3, train=400, valid=40, test=37)
     return out
 
 

@@ -87,6 +87,19 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
                     f"{want[i]} ({rule}); {int(bad.sum())} sentences differ"
                 )
 
+    def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
+        """fairseq 0.12's ``batch_by_size`` drops a last batch whose size is not a multiple
+        of ``--required-batch-size-multiple`` (8 by default; fairseq issue #5036), so
+        fairseq-generate leaves test sentences untranslated. The batches are consecutive
+        slices of ``indices``: give the dropped tail back as a final batch."""
+        batches = super().batch_by_size(
+            indices, max_tokens, max_sentences, required_batch_size_multiple
+        )
+        covered = sum(len(batch) for batch in batches)
+        if covered < len(indices):
+            batches = list(batches) + [np.asarray(indices[covered:], dtype=np.int64)]
+        return batches
+
     def __getitem__(self, index):
         example = super().__getitem__(index)
         if self.heads is not None:

@@ -1,0 +1,116 @@
+"""Command line of ``fairseq-syntax-preprocess``.
+
+Example::
+
+    fairseq-syntax-preprocess -s de -t en --trainpref corpus/train --validpref corpus/valid \\
+        --align-suffix align --vocab-size 8000 --destdir data-bin/de-en
+
+reads ``corpus/train.de``, ``corpus/train.en``, ``corpus/train.de.conllu`` and
+``corpus/train.align`` (and the same for ``valid``), and writes a fairseq data-bin with
+the syntax side-files, ``spm.model`` and ``syntax_manifest.json``.
+"""
+import argparse
+import logging
+import os
+import sys
+from typing import List, Optional
+
+from fairseq_syntax.syntax.errors import SyntaxInputError
+
+PROG = "fairseq-syntax-preprocess"
+
+
+def get_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``fairseq-syntax-preprocess``."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "Turn parallel text, dependency parses of the source (CoNLL-U) and optional "
+            "word alignments into a fairseq data-bin: sentencepiece subwords, fairseq's own "
+            "dictionaries and binaries, plus the syntax side-files (heads, binary trees) "
+            "and a manifest. Nothing is written unless every input is valid."
+        ),
+        allow_abbrev=False,
+    )
+    parser.add_argument("-s", "--source-lang", required=True, metavar="SRC",
+                        help="source language suffix: text at {pref}.SRC")
+    parser.add_argument("-t", "--target-lang", required=True, metavar="TGT",
+                        help="target language suffix: text at {pref}.TGT")
+    parser.add_argument("--trainpref", required=True, metavar="FP",
+                        help="train file prefix (required): {FP}.SRC, {FP}.TGT, one "
+                             "whitespace-tokenised sentence per line, UTF-8")
+    parser.add_argument("--validpref", metavar="FP", default=None,
+                        help="comma-separated valid file prefixes (written as valid, valid1, ...)")
+    parser.add_argument("--testpref", metavar="FP", default=None,
+                        help="comma-separated test file prefixes (written as test, test1, ...)")
+    parser.add_argument("--parse-suffix", default="conllu", metavar="SUFFIX",
+                        help="source parses are read from {pref}.SRC.SUFFIX, CoNLL-U, one tree "
+                             "per text line whose words equal the line's tokens "
+                             "(default: %(default)s)")
+    parser.add_argument("--align-suffix", default=None, metavar="SUFFIX",
+                        help="word alignments (Pharaoh i-j, 0-based, source-target) at "
+                             "{pref}.SUFFIX; required for train when given, optional for "
+                             "valid/test")
+    parser.add_argument("--spm-model", default=None, metavar="FILE",
+                        help="an existing sentencepiece model; without it one joint model is "
+                             "trained on the train source + target text")
+    parser.add_argument("--vocab-size", type=int, default=8000,
+                        help="vocabulary size of the trained sentencepiece model (a soft "
+                             "limit, so tiny corpora work) (default: %(default)s)")
+    parser.add_argument("--spm-model-type", default="unigram",
+                        choices=["unigram", "bpe", "char", "word"],
+                        help="sentencepiece model type to train (default: %(default)s)")
+    parser.add_argument("--character-coverage", type=float, default=0.9995,
+                        help="sentencepiece character coverage when training "
+                             "(default: %(default)s)")
+    parser.add_argument("--joined-dictionary", action="store_true",
+                        help="build one fairseq dictionary for both languages (passed on to "
+                             "fairseq's preprocessing)")
+    parser.add_argument("--destdir", required=True, metavar="DIR",
+                        help="the data-bin folder to write; it is created only when "
+                             "everything succeeded")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="number of processes for fairseq's binariser (default: %(default)s)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing non-empty --destdir (the old folder stays "
+                             "untouched until the new one is complete)")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point: returns 0 on success; on bad input prints one line
+    ``fairseq-syntax-preprocess: error: FILE:LINE: message`` to stderr and exits with 1.
+
+    With ``argv=None`` (the console script) logging is configured to go to stdout; a
+    caller passing ``argv`` keeps its own logging configuration.
+    """
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+    if args.vocab_size < 1:
+        parser.error("--vocab-size must be at least 1")
+    if argv is None:  # run as a program: log to stdout like fairseq's own commands
+        logging.basicConfig(
+            format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+            datefmt="%Y-%m-%d %H:%M:%S",
+            level=os.environ.get("LOGLEVEL", "INFO").upper(),
+            stream=sys.stdout,
+            force=True,  # importing fairseq may already have configured logging to stderr
+        )
+    from .pipeline import run
+
+    try:
+        run(args)
+    except SyntaxInputError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        sys.exit(1)
+    except OSError as err:
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"{PROG}: error: {where}{err.strerror or err}", file=sys.stderr)
+        sys.exit(1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,560 @@
+"""The preprocessing pipeline: text + CoNLL-U parses (+ alignments) -> fairseq data-bin.
+
+Steps (nothing is written to ``--destdir`` unless all of them succeed):
+
+1. read and validate every input file of every split (UTF-8, no empty lines, equal line
+   counts, parse words == text tokens, trees valid, alignment indices in range);
+2. train (or load) a sentencepiece model; encode source words one by one and the target
+   sentence as a whole; project heads and alignments onto subwords; binarise the trees;
+3. write the subword text to a work folder and run fairseq's own ``preprocess.main`` on
+   it into a staging folder (a sibling of ``--destdir``), so dictionaries and binaries
+   are exactly fairseq's;
+4. write the ``heads``/``tree`` side-files, ``spm.model`` and ``syntax_manifest.json``
+   into the staging folder;
+5. move the staging folder into place (with ``--force``, replacing the old folder only
+   at this last step).
+"""
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+from tqdm import tqdm
+
+from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees
+from fairseq_syntax.syntax.dependency import binarize_head_outward, project_heads_to_subwords
+from fairseq_syntax.syntax.errors import SyntaxInputError
+from fairseq_syntax.syntax.pharaoh import (
+    format_pharaoh,
+    parse_pharaoh_line,
+    project_alignment_to_subwords,
+)
+from fairseq_syntax.syntax.text_io import read_text_lines
+
+logger = logging.getLogger("fairseq_syntax_preprocess")
+
+FORMAT_VERSION = 1
+SPM_MODEL_NAME = "spm.model"
+
+PROJECTION_RULE = (
+    "Source words are encoded one by one with sentencepiece. Heads: the first piece of a "
+    "word stands for the word, its head is the first piece of the word's head (-1 for the "
+    "root word); the word's other pieces attach to its first piece; the final position, "
+    "fairseq's eos, attaches to the root word's first piece. Each heads row has "
+    "n_subwords + 1 entries."
+)
+BINARISATION_RULE = (
+    "Head-outward binarisation of the subword dependency tree (eos excluded): the phrase of "
+    "a head starts as its own leaf, absorbs its right dependents' phrases closest first as "
+    "(phrase, dependent), then its left dependents' phrases closest first as (dependent, "
+    "phrase). Leaves are 0..n-1; internal node k is n+k, each row is (left, right), "
+    "children before parents, root last; each tree row is the flattened [n-1, 2] array."
+)
+ALIGNMENT_RULE = (
+    "Pharaoh i-j (0-based, source-target) word links projected onto subwords: every piece "
+    "of source word i is linked to every piece of target word j; sorted, deduplicated; "
+    "binarised by fairseq's --align-suffix (train.align.{src}-{tgt}.bin/.idx)."
+)
+
+
+@dataclass
+class SplitFiles:
+    """Where one split's inputs are."""
+
+    name: str  # fairseq's output prefix: train, valid, valid1, test, ...
+    prefix: str
+    source: str
+    target: str
+    parse: str
+    align: Optional[str]
+
+
+@dataclass
+class SplitData:
+    """One split's validated inputs (word level)."""
+
+    files: SplitFiles
+    source: List[List[str]]
+    target: List[List[str]]
+    trees: List[ParsedSentence]
+    alignments: Optional[List[List[Tuple[int, int]]]]
+
+
+@dataclass
+class EncodedSplit:
+    """One split at subword level, ready to be written."""
+
+    name: str
+    source_lines: List[str] = field(default_factory=list)
+    target_lines: List[str] = field(default_factory=list)
+    align_lines: Optional[List[str]] = None
+    heads: List[np.ndarray] = field(default_factory=list)
+    trees: List[np.ndarray] = field(default_factory=list)
+    source_lengths: List[int] = field(default_factory=list)
+    target_lengths: List[int] = field(default_factory=list)
+    source_words: int = 0
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def split_files(args) -> List[SplitFiles]:
+    """The splits named on the command line (fairseq's naming: valid, valid1, ...)."""
+    src, tgt = args.source_lang, args.target_lang
+    named: List[Tuple[str, str]] = [("train", args.trainpref)]
+    for option, base in ((args.validpref, "valid"), (args.testpref, "test")):
+        if option:
+            for k, prefix in enumerate(option.split(",")):
+                named.append((base if k == 0 else f"{base}{k}", prefix))
+    out = []
+    for name, prefix in named:
+        align = f"{prefix}.{args.align_suffix}" if args.align_suffix else None
+        out.append(
+            SplitFiles(
+                name=name,
+                prefix=prefix,
+                source=f"{prefix}.{src}",
+                target=f"{prefix}.{tgt}",
+                parse=f"{prefix}.{src}.{args.parse_suffix}",
+                align=align,
+            )
+        )
+    return out
+
+
+def _check_count(path_a: str, n_a: int, what_a: str, path_b: str, n_b: int, what_b: str,
+                 line_of_b=None) -> None:
+    """Raise if two files of a split disagree in length, naming the first unmatched line."""
+    if n_a == n_b:
+        return
+    counts = f"{path_a} has {n_a} {what_a} but {path_b} has {n_b} {what_b}"
+    if n_a > n_b:
+        raise SyntaxInputError(
+            f"{counts}: line {n_b + 1} of {path_a} has no counterpart in {path_b}",
+            path_a,
+            n_b + 1,
+        )
+    if line_of_b is None:
+        line, which = n_a + 1, f"line {n_a + 1}"
+    else:
+        line = line_of_b(n_a)
+        which = f"{what_b[:-1]} {n_a + 1} (line {line})"
+    raise SyntaxInputError(
+        f"{counts}: {which} of {path_b} has no counterpart in {path_a}", path_b, line
+    )
+
+
+def _check_words(files: SplitFiles, k: int, tokens: List[str], tree: ParsedSentence) -> None:
+    """Raise if the parse's words differ from the text line's tokens."""
+    if tree.words == tokens:
+        return
+    position = next(
+        (i for i, (a, b) in enumerate(zip(tree.words, tokens)) if a != b),
+        min(len(tree.words), len(tokens)),
+    )
+    in_parse = repr(tree.words[position]) if position < len(tree.words) else "(nothing)"
+    in_text = repr(tokens[position]) if position < len(tokens) else "(nothing)"
+    raise SyntaxInputError(
+        f"sentence {k + 1} does not match {files.source}:{k + 1}: word {position + 1} is "
+        f"{in_parse} in the parse but {in_text} in the text (the parse has "
+        f"{len(tree.words)} words, the text {len(tokens)} tokens; the parse's words must "
+        "equal the line's whitespace-separated tokens, multi-word token ranges are skipped)",
+        files.parse,
+        tree.line,
+    )
+
+
+def load_split(files: SplitFiles, align_required: bool) -> SplitData:
+    """Read and cross-check one split's text, parse and alignment files."""
+    for path, what in ((files.source, "source text"), (files.target, "target text"),
+                       (files.parse, "source parse")):
+        if not os.path.isfile(path):
+            raise SyntaxInputError(f"{what} file not found (split {files.name})", path)
+    align_path = files.align
+    if align_path is not None and not os.path.isfile(align_path):
+        if align_required:
+            raise SyntaxInputError(
+                f"alignment file not found (--align-suffix is given, so the train split "
+                f"needs one)",
+                align_path,
+            )
+        align_path = None
+
+    source = [line.split() for line in read_text_lines(files.source)]
+    target = [line.split() for line in read_text_lines(files.target)]
+    _check_count(files.source, len(source), "lines", files.target, len(target), "lines")
+    trees = read_conllu_trees(files.parse)
+    _check_count(
+        files.source, len(source), "lines", files.parse, len(trees), "sentences",
+        line_of_b=lambda k: trees[k].line,
+    )
+    for k, (tokens, tree) in enumerate(zip(source, trees)):
+        _check_words(files, k, tokens, tree)
+    if not source:
+        raise SyntaxInputError(f"no sentences (split {files.name})", files.source)
+
+    alignments = None
+    if align_path is not None:
+        align_lines = read_text_lines(align_path, allow_empty=True)
+        _check_count(files.source, len(source), "lines", align_path, len(align_lines), "lines")
+        alignments = []
+        for k, line in enumerate(align_lines):
+            try:
+                alignments.append(parse_pharaoh_line(line, len(source[k]), len(target[k])))
+            except ValueError as err:
+                raise SyntaxInputError(str(err), align_path, k + 1) from None
+    files = SplitFiles(files.name, files.prefix, files.source, files.target, files.parse,
+                       align_path)
+    return SplitData(files, source, target, trees, alignments)
+
+
+# --------------------------------------------------------------------------- subwords
+
+
+def train_sentencepiece(splits: Sequence[SplitData], model_prefix: str, vocab_size: int,
+                        model_type: str, character_coverage: float, threads: int) -> str:
+    """Train one joint sentencepiece model on the train source + target text."""
+    import sentencepiece as spm
+
+    train = splits[0]
+    sentences = [" ".join(t) for t in train.source] + [" ".join(t) for t in train.target]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_prefix=model_prefix,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        hard_vocab_limit=False,
+        character_coverage=character_coverage,
+        num_threads=max(1, threads),
+        minloglevel=1,
+    )
+    return model_prefix + ".model"
+
+
+def _check_pieces(pieces: List[str], path: str, line: int, what: str) -> None:
+    for piece in pieces:
+        if not piece or len(piece.split()) != 1 or piece != piece.strip():
+            raise SyntaxInputError(
+                f"{what}: sentencepiece produced the piece {piece!r}, which fairseq would "
+                "split at whitespace; use a model that escapes whitespace",
+                path,
+                line,
+            )
+
+
+def encode_split(data: SplitData, sp) -> EncodedSplit:
+    """Encode one split with sentencepiece and project its trees and alignments."""
+    files = data.files
+    out = EncodedSplit(name=files.name)
+    if data.alignments is not None:
+        out.align_lines = []
+    for k in tqdm(range(len(data.source)), desc=files.name, unit="sent"):
+        words, tree = data.source[k], data.trees[k]
+        src_pieces = sp.encode(words, out_type=str)
+        counts = [len(p) for p in src_pieces]
+        for i, c in enumerate(counts):
+            if c == 0:
+                raise SyntaxInputError(
+                    f"word {i + 1} {words[i]!r} encodes to no sentencepiece pieces (the "
+                    "model's normalisation removes it); remove it from the text and the parse",
+                    files.source,
+                    k + 1,
+                )
+        flat_src = [p for pieces in src_pieces for p in pieces]
+        _check_pieces(flat_src, files.source, k + 1, "source")
+        tgt_words = data.target[k]
+        tgt_pieces_per_word = None
+        if data.alignments is not None:
+            tgt_pieces_per_word = sp.encode(tgt_words, out_type=str)
+        flat_tgt = sp.encode(" ".join(tgt_words), out_type=str)
+        _check_pieces(flat_tgt, files.target, k + 1, "target")
+
+        heads = project_heads_to_subwords(tree.heads, counts)
+        out.heads.append(np.asarray(heads, dtype=np.int32))
+        out.trees.append(binarize_head_outward(heads[:-1]).astype(np.int32).reshape(-1))
+        out.source_lines.append(" ".join(flat_src))
+        out.target_lines.append(" ".join(flat_tgt))
+        out.source_lengths.append(len(flat_src))
+        out.target_lengths.append(len(flat_tgt))
+        out.source_words += len(words)
+
+        if data.alignments is not None:
+            # Links to a target word with no pieces (removed by normalisation) vanish.
+            tgt_counts = [len(p) for p in tgt_pieces_per_word]
+            if [p for pieces in tgt_pieces_per_word for p in pieces] != flat_tgt:
+                raise SyntaxInputError(
+                    "the target encoded word by word gives other pieces than the target "
+                    "encoded as a sentence, so word alignments cannot be projected onto its "
+                    "subwords; use a sentencepiece model that splits at whitespace",
+                    files.target,
+                    k + 1,
+                )
+            links = project_alignment_to_subwords(data.alignments[k], counts, tgt_counts)
+            out.align_lines.append(format_pharaoh(links))
+    return out
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _write_lines(path: str, lines: Sequence[str]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line + "\n")
+
+
+def run_fairseq_preprocess(work: str, staging: str, encoded: Sequence[EncodedSplit],
+                           src: str, tgt: str, workers: int, joined_dictionary: bool) -> None:
+    """Write the subword text into ``work`` and binarise it with fairseq's own preprocess."""
+    prefixes: Dict[str, List[str]] = {"train": [], "valid": [], "test": []}
+    has_align = False
+    for split in encoded:
+        prefix = os.path.join(work, split.name)
+        _write_lines(f"{prefix}.{src}", split.source_lines)
+        _write_lines(f"{prefix}.{tgt}", split.target_lines)
+        if split.align_lines is not None:
+            _write_lines(f"{prefix}.align", split.align_lines)
+            has_align = True
+        kind = split.name.rstrip("0123456789")
+        prefixes[kind].append(prefix)
+
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    argv = [
+        "--source-lang", src, "--target-lang", tgt,
+        "--trainpref", prefixes["train"][0],
+        "--destdir", staging, "--workers", str(workers), "--dataset-impl", "mmap",
+    ]
+    if prefixes["valid"]:
+        argv += ["--validpref", ",".join(prefixes["valid"])]
+    if prefixes["test"]:
+        argv += ["--testpref", ",".join(prefixes["test"])]
+    if has_align:
+        argv += ["--align-suffix", "align"]
+    if joined_dictionary:
+        argv += ["--joined-dictionary"]
+    parser = options.get_preprocessing_parser()
+    args = parser.parse_args(argv)
+    before = list(preprocess.logger.handlers)
+    try:
+        preprocess.main(args)
+    finally:
+        for handler in preprocess.logger.handlers[:]:
+            if handler not in before:
+                preprocess.logger.removeHandler(handler)
+                handler.close()
+
+
+def check_binaries(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str) -> None:
+    """Make sure fairseq's token binaries have the lengths the side-files assume."""
+    from fairseq.data import indexed_dataset
+
+    for split in encoded:
+        for lang, lengths in ((src, split.source_lengths), (tgt, split.target_lengths)):
+            prefix = os.path.join(staging, f"{split.name}.{src}-{tgt}.{lang}")
+            dataset = indexed_dataset.MMapIndexedDataset(prefix)
+            sizes = np.array(dataset.sizes)  # a copy: the view dies with the dataset's mmap
+            del dataset
+            expected = np.asarray(lengths) + 1
+            if len(sizes) != len(expected) or not np.array_equal(sizes, expected):
+                bad = next((k for k in range(min(len(sizes), len(expected)))
+                            if sizes[k] != expected[k]), min(len(sizes), len(expected)))
+                raise RuntimeError(
+                    f"fairseq's binary {prefix} disagrees with the subword text at sentence "
+                    f"{bad} (internal error)"
+                )
+
+
+def write_side_files(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str) -> None:
+    """Write the heads and tree side-files of every split."""
+    from fairseq_syntax.data.side_files import HEADS, TREE, side_file_prefix, write_side_file
+
+    for split in encoded:
+        write_side_file(side_file_prefix(staging, split.name, src, tgt, HEADS), split.heads)
+        write_side_file(side_file_prefix(staging, split.name, src, tgt, TREE), split.trees)
+
+
+def length_counts(split: EncodedSplit) -> Dict[str, Dict[str, int]]:
+    """Counts of (source length, target length) in subword tokens without eos."""
+    pairs = Counter(zip(split.source_lengths, split.target_lengths))
+    nested: Dict[str, Dict[str, int]] = {}
+    for (s, t), count in sorted(pairs.items()):
+        nested.setdefault(str(s), {})[str(t)] = count
+    return nested
+
+
+def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[EncodedSplit],
+                   sp, spm_source: str, trained: bool) -> dict:
+    """The manifest recording how the side-files were made."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "source_lang": args.source_lang,
+        "target_lang": args.target_lang,
+        "parse": {
+            "kind": "conllu",
+            "files": [os.path.abspath(s.files.parse) for s in splits],
+        },
+        "spm_model": SPM_MODEL_NAME,
+        "spm_vocab_size": int(sp.get_piece_size()),
+        "spm": {
+            "trained": trained,
+            "from": spm_source,
+            "model_type": args.spm_model_type if trained else None,
+            "requested_vocab_size": args.vocab_size if trained else None,
+        },
+        "projection": PROJECTION_RULE,
+        "binarisation": BINARISATION_RULE,
+        "alignment_projection": ALIGNMENT_RULE if args.align_suffix else None,
+        "side_files": {
+            "heads": "{split}.{src}-{tgt}.{src}.heads",
+            "tree": "{split}.{src}-{tgt}.{src}.tree",
+        },
+        "splits": {
+            e.name: {
+                "sentences": len(e.source_lines),
+                "source_words": e.source_words,
+                "source_tokens": int(sum(e.source_lengths)),
+                "target_tokens": int(sum(e.target_lengths)),
+                "aligned": e.align_lines is not None,
+                "source_file": os.path.abspath(s.files.source),
+                "target_file": os.path.abspath(s.files.target),
+                "alignment_file": os.path.abspath(s.files.align) if s.files.align else None,
+            }
+            for s, e in zip(splits, encoded)
+        },
+        "length_counts": length_counts(encoded[0]),
+    }
+
+
+# --------------------------------------------------------------------------- destdir
+
+
+def _is_nonempty_dir(path: str) -> bool:
+    return os.path.isdir(path) and bool(os.listdir(path))
+
+
+def check_destdir(destdir: str, force: bool) -> None:
+    """Refuse a destdir that is a file, or a non-empty folder without ``--force``."""
+    if os.path.lexists(destdir) and not os.path.isdir(destdir):
+        raise SyntaxInputError("--destdir exists and is not a folder", destdir)
+    if _is_nonempty_dir(destdir) and not force:
+        raise SyntaxInputError(
+            "--destdir exists and is not empty; use --force to replace it", destdir
+        )
+
+
+def install(staging: str, destdir: str) -> None:
+    """Move ``staging`` to ``destdir``; an existing ``destdir`` is replaced only now."""
+    if not os.path.lexists(destdir):
+        os.rename(staging, destdir)
+        return
+    parent = os.path.dirname(os.path.abspath(destdir))
+    trash = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.old-", dir=parent)
+    old = os.path.join(trash, "old")
+    os.rename(destdir, old)
+    try:
+        os.rename(staging, destdir)
+    except BaseException:
+        os.rename(old, destdir)
+        raise
+    finally:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def _make_parents(folder: str) -> List[str]:
+    """Create ``folder`` and its missing ancestors; return the created ones, outermost first."""
+    missing = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    missing.reverse()
+    for path in missing:
+        os.mkdir(path)
+    return missing
+
+
+def run(args) -> None:
+    """Run the whole pipeline for parsed command-line ``args`` (see ``cli.get_parser``)."""
+    destdir = os.path.normpath(args.destdir)
+    check_destdir(destdir, args.force)
+    if args.spm_model is not None and not os.path.isfile(args.spm_model):
+        raise SyntaxInputError("sentencepiece model (--spm-model) not found", args.spm_model)
+
+    # 1. read and validate everything
+    files = split_files(args)
+    splits = [load_split(f, align_required=(f.name == "train")) for f in files]
+    for data in splits:
+        logger.info(
+            "%s: %d sentence pairs, parses from %s%s", data.files.name, len(data.source),
+            data.files.parse,
+            f", alignments from {data.files.align}" if data.alignments is not None else "",
+        )
+
+    parent = os.path.dirname(os.path.abspath(destdir))
+    created = _make_parents(parent)
+    base = os.path.basename(os.path.abspath(destdir))
+    staging = work = None
+    ok = False
+    try:
+        staging = tempfile.mkdtemp(prefix=f".{base}.staging-", dir=parent)
+        work = tempfile.mkdtemp(prefix=f".{base}.work-", dir=parent)
+
+        # 2. subwords
+        import sentencepiece as spm
+
+        if args.spm_model is not None:
+            model_path, trained = args.spm_model, False
+        else:
+            logger.info("training a %s sentencepiece model (vocab size %d) on %s + %s",
+                        args.spm_model_type, args.vocab_size, splits[0].files.source,
+                        splits[0].files.target)
+            model_path = train_sentencepiece(
+                splits, os.path.join(work, "spm"), args.vocab_size, args.spm_model_type,
+                args.character_coverage, args.workers,
+            )
+            trained = True
+        sp = spm.SentencePieceProcessor(model_file=model_path)
+        encoded = [encode_split(data, sp) for data in splits]
+
+        # 3. fairseq's binarisation
+        src, tgt = args.source_lang, args.target_lang
+        run_fairseq_preprocess(work, staging, encoded, src, tgt, args.workers,
+                               args.joined_dictionary)
+        check_binaries(staging, encoded, src, tgt)
+
+        # 4. side-files, model, manifest
+        write_side_files(staging, encoded, src, tgt)
+        shutil.copyfile(model_path, os.path.join(staging, SPM_MODEL_NAME))
+        spm_source = (os.path.abspath(args.spm_model) if not trained
+                      else "trained on " + " + ".join(
+                          os.path.abspath(p) for p in (splits[0].files.source, splits[0].files.target)))
+        manifest = build_manifest(args, splits, encoded, sp, spm_source, trained)
+        from fairseq_syntax.data.side_files import MANIFEST
+
+        with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as f:
+            json.dump(manifest, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+
+        # 5. into place
+        install(staging, destdir)
+        ok = True
+        logger.info("wrote %s", destdir)
+    finally:
+        for path in (staging, work):
+            if path is not None and os.path.lexists(path):
+                shutil.rmtree(path, ignore_errors=True)
+        if not ok:
+            for path in reversed(created):
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    break

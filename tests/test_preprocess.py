@@ -1,0 +1,513 @@
+"""fairseq-syntax-preprocess end to end, through the installed console script.
+
+All command runs of this module are started at once (a thread pool over subprocesses)
+when the first test needs them, so the module's wall time is that of the slowest few.
+"""
+import json
+import os
+import random
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from fairseq_syntax.syntax.dependency import binarize_head_outward, project_heads_to_subwords
+from fairseq_syntax.syntax.pharaoh import project_alignment_to_subwords
+
+SCRIPT = "fairseq-syntax-preprocess"
+SRC, TGT = "de", "en"
+
+# ----------------------------------------------------------------------------- corpus
+
+DET = {"the": "le", "a": "un", "this": "ce"}
+ADJ = {"big": "grand", "small": "petit", "extraordinary": "extraordinaire", "green": "vert"}
+NOUN = {"dog": "chien", "cat": "chat", "elephant": "elephant", "bird": "oiseau",
+        "unbelievability": "incroyabilite"}
+VERB = {"sees": "voit", "chases": "chasse", "likes": "aime", "photographs": "photographie"}
+ADV = {"quickly": "vite", "rarely": "rarement"}
+
+
+def make_pair(rng):
+    """A source sentence with its tree, a French-like target (adjectives after the noun)
+    and the word alignment."""
+    src, heads, rels, tgt, links = [], [], [], [], []
+
+    def noun_phrase(head_of_np):
+        det, noun = rng.choice(sorted(DET)), rng.choice(sorted(NOUN))
+        adj = rng.choice(sorted(ADJ)) if rng.random() < 0.5 else None
+        start = len(src)
+        n_idx = start + (2 if adj else 1)
+        src.append(det)
+        heads.append(n_idx)
+        rels.append("det")
+        tgt_det = len(tgt)
+        tgt.append(DET[det])
+        links.append((start, tgt_det))
+        if adj:
+            src.append(adj)
+            heads.append(n_idx)
+            rels.append("amod")
+        src.append(noun)
+        heads.append(head_of_np)
+        rels.append("nsubj" if head_of_np is None else "obj")
+        links.append((n_idx, len(tgt)))
+        tgt.append(NOUN[noun])
+        if adj:
+            links.append((start + 1, len(tgt)))
+            tgt.append(ADJ[adj])
+        return n_idx
+
+    # subject NP, verb, object NP, optional adverb; the verb's index is known after the NP
+    subj_start = len(src)
+    subj = noun_phrase(None)
+    verb = len(src)
+    heads[subj] = verb
+    src.append(rng.choice(sorted(VERB)))
+    heads.append(-1)
+    rels.append("root")
+    links.append((verb, len(tgt)))
+    tgt.append(VERB[src[verb]])
+    noun_phrase(verb)
+    if rng.random() < 0.4:
+        src.append(rng.choice(sorted(ADV)))
+        heads.append(verb)
+        rels.append("advmod")
+        links.append((len(src) - 1, len(tgt)))
+        tgt.append(ADV[src[-1]])
+    assert subj_start == 0
+    return src, heads, rels, tgt, sorted(links)
+
+
+def conllu_block(sent_id, words, heads, rels):
+    lines = [f"# sent_id = {sent_id}", "# text = " + " ".join(words)]
+    for i, (w, h, r) in enumerate(zip(words, heads, rels)):
+        lines.append(f"{i + 1}\t{w}\t{w}\t_\t_\t_\t{h + 1}\t{r}\t_\t_")
+    return "\n".join(lines) + "\n\n"
+
+
+def write_corpus(folder, prefix, n, seed, align=True):
+    """Write ``{prefix}.de``, ``.en``, ``.de.conllu`` and (optionally) ``.align``."""
+    rng = random.Random(seed)
+    pairs = [make_pair(rng) for _ in range(n)]
+    base = os.path.join(folder, prefix)
+    with open(f"{base}.{SRC}", "w", encoding="utf-8") as f:
+        f.writelines(" ".join(p[0]) + "\n" for p in pairs)
+    with open(f"{base}.{TGT}", "w", encoding="utf-8") as f:
+        f.writelines(" ".join(p[3]) + "\n" for p in pairs)
+    with open(f"{base}.{SRC}.conllu", "w", encoding="utf-8") as f:
+        f.writelines(conllu_block(k + 1, p[0], p[1], p[2]) for k, p in enumerate(pairs))
+    if align:
+        with open(f"{base}.align", "w", encoding="utf-8") as f:
+            f.writelines(" ".join(f"{i}-{j}" for i, j in p[4]) + "\n" for p in pairs)
+    return pairs
+
+
+def sentence_lines(path):
+    """Start line of every sentence of a CoNLL-U file written by :func:`write_corpus`."""
+    starts = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if line.startswith("# sent_id"):
+                starts.append(number)
+    return starts
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def run_script(args):
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    return subprocess.run([SCRIPT, *map(str, args)], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def base_args(folder, dest, align=True, valid=False, test=False):
+    args = ["-s", SRC, "-t", TGT, "--trainpref", os.path.join(folder, "train"),
+            "--destdir", dest]
+    if valid:
+        args += ["--validpref", os.path.join(folder, "valid")]
+    if test:
+        args += ["--testpref", os.path.join(folder, "test")]
+    if align:
+        args += ["--align-suffix", "align"]
+    return args
+
+
+def _edit_lines(path, k, fn):
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    lines = fn(lines, k)
+    with open(path, "wb") as f:
+        f.write(b"\n".join(lines))
+
+
+def _edit_conllu_sentence(path, k, fn):
+    """Apply ``fn(rows)`` to the token rows (lists of columns) of sentence k."""
+    with open(path, encoding="utf-8") as f:
+        blocks = f.read().split("\n\n")
+    lines = blocks[k].split("\n")
+    comments = [l for l in lines if l.startswith("#")]
+    rows = [l.split("\t") for l in lines if not l.startswith("#")]
+    fn(rows)
+    blocks[k] = "\n".join(comments + ["\t".join(r) for r in rows])
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n\n".join(blocks))
+
+
+def _set_head(rows, word_id, head):
+    rows[word_id - 1][6] = str(head)
+
+
+N_BAD = 12  # sentences in each bad-input corpus
+K = 4  # the (0-based) sentence the bad cases break
+
+
+def _bad_cases():
+    """name -> (how to break the corpus, (file suffix, line getter), message pattern)."""
+    s_en = f"train.{TGT}"
+    s_de = f"train.{SRC}"
+    s_pa = f"train.{SRC}.conllu"
+
+    def parse_line(folder):
+        return sentence_lines(os.path.join(folder, s_pa))[K]
+
+    def root_of(pair):
+        return pair[1].index(-1) + 1
+
+    return {
+        "source_vs_target_count": (
+            lambda folder, pairs: _edit_lines(os.path.join(folder, s_en), None,
+                                              lambda l, k: l[:-2] + [b""]),
+            (s_de, lambda folder: N_BAD), [s_en, f"has {N_BAD} lines but", f"has {N_BAD - 1} lines"],
+        ),
+        "parse_vs_text_count": (
+            lambda folder, pairs: _edit_lines(
+                os.path.join(folder, s_pa), None,
+                lambda l, k: l + [b"# sent_id = extra", b"1\tthe\t_\t_\t_\t_\t0\troot\t_\t_", b"", b""]),
+            (s_pa, lambda folder: sentence_lines(os.path.join(folder, s_pa))[-1]),
+            [s_de, f"has {N_BAD + 1} sentences", f"sentence {N_BAD + 1}"],
+        ),
+        "alignment_vs_text_count": (
+            lambda folder, pairs: _edit_lines(os.path.join(folder, "train.align"), None,
+                                              lambda l, k: l[:-1] + [b"0-0", b""]),
+            ("train.align", lambda folder: N_BAD + 1), [s_de, f"has {N_BAD + 1} lines"],
+        ),
+        "words_mismatch": (
+            lambda folder, pairs: _edit_conllu_sentence(
+                os.path.join(folder, s_pa), K, lambda rows: rows[1].__setitem__(1, "Hund")),
+            (s_pa, parse_line), [f"{s_de}:{K + 1}", "word 2 is 'Hund' in the parse"],
+        ),
+        "cycle": (
+            # the object noun now heads its determiner and the determiner heads the noun
+            lambda folder, pairs: _edit_conllu_sentence(
+                os.path.join(folder, s_pa), K,
+                lambda rows: _set_head(rows, pairs[K][2].index("obj") + 1,
+                                       root_of(pairs[K]) + 1)),
+            (s_pa, parse_line), ["cycle: words"],
+        ),
+        "no_root": (
+            lambda folder, pairs: _edit_conllu_sentence(
+                os.path.join(folder, s_pa), K,
+                lambda rows: _set_head(rows, root_of(pairs[K]), 1)),
+            (s_pa, parse_line), ["no root"],
+        ),
+        "several_roots": (
+            lambda folder, pairs: _edit_conllu_sentence(
+                os.path.join(folder, s_pa), K, lambda rows: _set_head(rows, 1, 0)),
+            (s_pa, parse_line), ["several roots: words 1 ("],
+        ),
+        "head_out_of_range": (
+            lambda folder, pairs: _edit_conllu_sentence(
+                os.path.join(folder, s_pa), K, lambda rows: _set_head(rows, 1, 42)),
+            (s_pa, parse_line), ["has head 42, out of range"],
+        ),
+        "alignment_out_of_range": (
+            lambda folder, pairs: _edit_lines(
+                os.path.join(folder, "train.align"), K,
+                lambda l, k: l[:k] + [l[k] + b" 0-37"] + l[k + 1:]),
+            ("train.align", lambda folder: K + 1), ["'0-37': target index 37 is out of range"],
+        ),
+        "empty_line": (
+            lambda folder, pairs: _edit_lines(os.path.join(folder, s_de), K,
+                                              lambda l, k: l[:k] + [b""] + l[k + 1:]),
+            (s_de, lambda folder: K + 1), ["empty line"],
+        ),
+        "non_utf8": (
+            lambda folder, pairs: _edit_lines(os.path.join(folder, s_en), K,
+                                              lambda l, k: l[:k] + [l[k] + b" caf\xe9"] + l[k + 1:]),
+            (s_en, lambda folder: K + 1), ["not valid UTF-8: byte 0xe9"],
+        ),
+    }
+
+
+BAD_CASES = _bad_cases()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Prepare every corpus of this module and start every command run at once."""
+    root = tmp_path_factory.mktemp("preprocess")
+    jobs = {}
+    info = {}
+
+    # the good corpus: train and valid with alignments, test without
+    good = root / "good"
+    good.mkdir()
+    pairs = write_corpus(str(good), "train", 48, seed=1)
+    valid_pairs = write_corpus(str(good), "valid", 8, seed=2)
+    write_corpus(str(good), "test", 6, seed=3, align=False)
+    info["good"] = {"folder": str(good), "pairs": pairs, "valid_pairs": valid_pairs}
+    jobs["good"] = base_args(str(good), str(root / "good-bin"), valid=True, test=True) + [
+        "--vocab-size", "100", "--workers", "2"]
+
+    for name, (breaker, (suffix, line_of), patterns) in BAD_CASES.items():
+        folder = root / f"bad-{name}"
+        folder.mkdir()
+        bad_pairs = write_corpus(str(folder), "train", N_BAD, seed=7)
+        breaker(str(folder), bad_pairs)
+        info[name] = {
+            "folder": str(folder),
+            "dest": str(folder / "out" / "data-bin"),
+            "where": f"{folder / suffix}:{line_of(str(folder))}: ",
+            "patterns": patterns,
+        }
+        jobs[name] = base_args(str(folder), info[name]["dest"])
+
+    # the slow run first
+    order = ["good"] + [n for n in jobs if n != "good"]
+    with ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2))) as pool:
+        futures = {name: pool.submit(run_script, jobs[name]) for name in order}
+        results = {name: f.result() for name, f in futures.items()}
+    return {"root": root, "info": info, "results": results}
+
+
+def assert_ok(proc):
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+
+
+# ----------------------------------------------------------------------------- good run
+
+
+@pytest.fixture(scope="module")
+def good(runs):
+    assert_ok(runs["results"]["good"])
+    return runs["root"] / "good-bin", runs["info"]["good"]
+
+
+def test_fairseq_files_exist_and_load(good):
+    from fairseq.data import Dictionary, data_utils
+
+    dest, _ = good
+    for lang in (SRC, TGT):
+        assert (dest / f"dict.{lang}.txt").is_file()
+    for split in ("train", "valid", "test"):
+        for lang in (SRC, TGT):
+            d = Dictionary.load(str(dest / f"dict.{lang}.txt"))
+            ds = data_utils.load_indexed_dataset(str(dest / f"{split}.{SRC}-{TGT}.{lang}"), d)
+            assert ds is not None and len(ds) > 0
+            assert all(int(ds[i][-1]) == d.eos() for i in range(len(ds)))
+    assert (dest / "spm.model").is_file()
+    assert not (dest / f"test.align.{SRC}-{TGT}.bin").exists()
+    # nothing left next to the data-bin
+    assert sorted(p.name for p in dest.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_plain_fairseq_reads_the_databin(good):
+    """fairseq's own translation loader, alignments included, without the plugin."""
+    from fairseq.data import Dictionary
+    from fairseq.tasks.translation import load_langpair_dataset
+
+    dest, info = good
+    src_dict = Dictionary.load(str(dest / f"dict.{SRC}.txt"))
+    tgt_dict = Dictionary.load(str(dest / f"dict.{TGT}.txt"))
+    for split, n, aligned in (("train", 48, True), ("valid", 8, True), ("test", 6, False)):
+        ds = load_langpair_dataset(
+            str(dest), split, SRC, src_dict, TGT, tgt_dict, combine=False,
+            dataset_impl="mmap", upsample_primary=1, left_pad_source=False,
+            left_pad_target=False, max_source_positions=1024, max_target_positions=1024,
+            load_alignments=aligned,
+        )
+        assert len(ds) == n
+        if aligned:
+            batch = ds.collater([ds[i] for i in range(4)])
+            assert batch["alignments"].numel() > 0
+
+
+def _sizes(prefix):
+    """Token counts (with eos) of an indexed dataset, copied out of its mmap."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    dataset = MMapIndexedDataset(str(prefix))
+    return np.array(dataset.sizes)
+
+
+def _side(dest, split, kind):
+    from fairseq_syntax.data.side_files import read_side_file, side_file_prefix
+
+    ds = read_side_file(side_file_prefix(str(dest), split, SRC, TGT, kind))
+    assert ds is not None, f"{split} {kind} side-file missing"
+    return ds
+
+
+def test_side_files_match_token_binaries(good):
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    dest, _ = good
+    for split, n in (("train", 48), ("valid", 8), ("test", 6)):
+        tokens = MMapIndexedDataset(str(dest / f"{split}.{SRC}-{TGT}.{SRC}"))
+        heads, tree = _side(dest, split, "heads"), _side(dest, split, "tree")
+        assert len(tokens) == len(heads) == len(tree) == n
+        for k in range(n):
+            length = int(tokens.sizes[k]) - 1  # without eos
+            assert int(heads.sizes[k]) == length + 1
+            assert int(tree.sizes[k]) == 2 * (length - 1)
+            row = np.asarray(heads[k])
+            assert row[-1] == row.tolist().index(-1)  # eos attaches to the root piece
+
+
+def test_round_trip_one_sentence(good):
+    import sentencepiece as spm
+    from fairseq.data import Dictionary
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    dest, info = good
+    sp = spm.SentencePieceProcessor(model_file=str(dest / "spm.model"))
+    src_dict = Dictionary.load(str(dest / f"dict.{SRC}.txt"))
+    tgt_dict = Dictionary.load(str(dest / f"dict.{TGT}.txt"))
+    tokens = MMapIndexedDataset(str(dest / f"train.{SRC}-{TGT}.{SRC}"))
+    tgt_tokens = MMapIndexedDataset(str(dest / f"train.{SRC}-{TGT}.{TGT}"))
+    heads, tree = _side(dest, "train", "heads"), _side(dest, "train", "tree")
+    align = MMapIndexedDataset(str(dest / f"train.align.{SRC}-{TGT}"))
+    checked_split = 0
+    for k in (0, 5, 17):
+        words, gold_heads, _, tgt_words, links = info["pairs"][k]
+        pieces = sp.encode(words, out_type=str)
+        counts = [len(p) for p in pieces]
+        decoded = [src_dict[int(i)] for i in tokens[k][:-1]]
+        assert decoded == [p for ps in pieces for p in ps]
+        expected_heads = project_heads_to_subwords(gold_heads, counts)
+        assert np.asarray(heads[k]).tolist() == expected_heads
+        assert np.asarray(tree[k]).tolist() == binarize_head_outward(
+            expected_heads[:-1]).reshape(-1).tolist()
+        tgt_pieces = sp.encode(tgt_words, out_type=str)
+        assert [tgt_dict[int(i)] for i in tgt_tokens[k][:-1]] == [p for ps in tgt_pieces
+                                                                 for p in ps]
+        expected_links = project_alignment_to_subwords(links, counts,
+                                                       [len(p) for p in tgt_pieces])
+        assert np.asarray(align[k]).reshape(-1, 2).tolist() == [list(l) for l in expected_links]
+        checked_split += any(c > 1 for c in counts)
+    assert checked_split, "the round trip should cover a word split into several pieces"
+
+
+def test_manifest(good):
+    dest, info = good
+    with open(dest / "syntax_manifest.json", encoding="utf-8") as f:
+        manifest = json.load(f)
+    assert manifest["format_version"] == 1
+    assert (manifest["source_lang"], manifest["target_lang"]) == (SRC, TGT)
+    assert manifest["parse"]["kind"] == "conllu"
+    assert [os.path.basename(p) for p in manifest["parse"]["files"]] == [
+        f"{s}.{SRC}.conllu" for s in ("train", "valid", "test")]
+    assert manifest["spm_model"] == "spm.model"
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(dest / "spm.model"))
+    assert manifest["spm_vocab_size"] == sp.get_piece_size()
+    assert "first piece" in manifest["projection"] and "eos" in manifest["projection"]
+    assert "closest first" in manifest["binarisation"]
+    for split, n, aligned in (("train", 48, True), ("valid", 8, True), ("test", 6, False)):
+        entry = manifest["splits"][split]
+        assert entry["sentences"] == n
+        assert entry["aligned"] is aligned
+        for lang, key in ((SRC, "source_tokens"), (TGT, "target_tokens")):
+            sizes = _sizes(dest / f"{split}.{SRC}-{TGT}.{lang}")
+            assert entry[key] == int(sizes.sum()) - n
+    src_sizes = _sizes(dest / f"train.{SRC}-{TGT}.{SRC}") - 1
+    tgt_sizes = _sizes(dest / f"train.{SRC}-{TGT}.{TGT}") - 1
+    expected = {}
+    for s, t in zip(src_sizes.tolist(), tgt_sizes.tolist()):
+        expected.setdefault(str(s), {}).setdefault(str(t), 0)
+        expected[str(s)][str(t)] += 1
+    assert manifest["length_counts"] == expected
+
+
+def run_in_process(args):
+    """``main(argv)`` in this process (fast: fairseq is imported already)."""
+    from fairseq_syntax_preprocess.cli import main
+
+    try:
+        return main([str(a) for a in args])
+    except SystemExit as err:
+        return err.code
+
+
+def test_force_replaces_with_given_spm_model(runs, tmp_path):
+    import sentencepiece as spm
+
+    info = runs["info"]["good"]
+    pairs = info["pairs"]
+    model_prefix = str(tmp_path / "given")
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([" ".join(p[0]) for p in pairs] + [" ".join(p[3]) for p in pairs]),
+        model_prefix=model_prefix, vocab_size=80, hard_vocab_limit=False, minloglevel=2)
+    dest = tmp_path / "data-bin"
+    dest.mkdir()
+    (dest / "old.txt").write_text("old", encoding="utf-8")
+    args = base_args(info["folder"], dest, align=False) + [
+        "--spm-model", model_prefix + ".model", "--force"]
+    assert run_in_process(args) == 0
+    assert not (dest / "old.txt").exists()
+    with open(dest / "syntax_manifest.json", encoding="utf-8") as f:
+        manifest = json.load(f)
+    assert manifest["spm"]["trained"] is False
+    assert (dest / "spm.model").read_bytes() == open(model_prefix + ".model", "rb").read()
+    assert manifest["splits"]["train"]["aligned"] is False
+    assert not (dest / f"train.align.{SRC}-{TGT}.bin").exists()
+    assert (dest / f"train.{SRC}-{TGT}.{SRC}.heads.bin").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data-bin", "given.model", "given.vocab"]
+
+
+def test_nonempty_destdir_needs_force(runs, tmp_path, capsys):
+    dest = tmp_path / "data-bin"
+    dest.mkdir()
+    (dest / "old.txt").write_text("old", encoding="utf-8")
+    assert run_in_process(base_args(runs["info"]["good"]["folder"], dest)) == 1
+    err = capsys.readouterr().err
+    assert f"{SCRIPT}: error: {dest}: --destdir exists and is not empty; use --force" in err
+    assert os.listdir(dest) == ["old.txt"]
+
+
+def test_bad_input_with_force_keeps_old_destdir(tmp_path, capsys):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_corpus(str(folder), "train", N_BAD, seed=7)
+    _edit_lines(str(folder / f"train.{SRC}"), K, lambda l, k: l[:k] + [b" "] + l[k + 1:])
+    dest = tmp_path / "data-bin"
+    dest.mkdir()
+    (dest / "old.txt").write_text("old", encoding="utf-8")
+    assert run_in_process(base_args(str(folder), dest) + ["--force"]) == 1
+    err = capsys.readouterr().err
+    assert f"{SCRIPT}: error: {folder}/train.{SRC}:{K + 1}: empty line" in err
+    assert os.listdir(dest) == ["old.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "data-bin"]
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_input(runs, case):
+    proc = runs["results"][case]
+    info = runs["info"][case]
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [l for l in proc.stderr.splitlines() if l.startswith(f"{SCRIPT}: error: ")]
+    assert len(errors) == 1 and proc.stderr.rstrip().endswith(errors[0]), proc.stderr
+    assert errors[0].startswith(f"{SCRIPT}: error: {info['where']}"), (info["where"], proc.stderr)
+    for pattern in info["patterns"]:
+        assert pattern in errors[0], (pattern, errors[0])
+    assert not os.path.exists(info["dest"])
+    assert not os.path.exists(os.path.dirname(info["dest"]))  # the created parent is gone too
+    leftovers = [p for p in os.listdir(info["folder"]) if p.startswith(".")]
+    assert leftovers == []

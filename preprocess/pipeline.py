@@ -223,16 +223,22 @@ def train_sentencepiece(splits: Sequence[SplitData], model_prefix: str, vocab_si
 
     train = splits[0]
     sentences = [" ".join(t) for t in train.source] + [" ".join(t) for t in train.target]
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences),
-        model_prefix=model_prefix,
-        vocab_size=vocab_size,
-        model_type=model_type,
-        hard_vocab_limit=False,
-        character_coverage=character_coverage,
-        num_threads=max(1, threads),
-        minloglevel=1,
-    )
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_prefix=model_prefix,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            hard_vocab_limit=False,
+            character_coverage=character_coverage,
+            num_threads=max(1, threads),
+            minloglevel=1,
+        )
+    except RuntimeError as err:
+        raise SyntaxInputError(
+            f"sentencepiece training on {train.files.source} + {train.files.target} failed "
+            f"(check --vocab-size, --spm-model-type, --character-coverage): {err}"
+        ) from None
     return model_prefix + ".model"
 
 
@@ -274,9 +280,13 @@ def encode_split(data: SplitData, sp) -> EncodedSplit:
         flat_tgt = sp.encode(" ".join(tgt_words), out_type=str)
         _check_pieces(flat_tgt, files.target, k + 1, "target")
 
-        heads = project_heads_to_subwords(tree.heads, counts)
+        try:
+            heads = project_heads_to_subwords(tree.heads, counts)
+            binary = binarize_head_outward(heads[:-1])
+        except ValueError as err:
+            raise SyntaxInputError(f"sentence {k + 1}: {err}", files.parse, tree.line) from None
         out.heads.append(np.asarray(heads, dtype=np.int32))
-        out.trees.append(binarize_head_outward(heads[:-1]).astype(np.int32).reshape(-1))
+        out.trees.append(binary.astype(np.int32).reshape(-1))
         out.source_lines.append(" ".join(flat_src))
         out.target_lines.append(" ".join(flat_tgt))
         out.source_lengths.append(len(flat_src))
@@ -522,7 +532,10 @@ def run(args) -> None:
                 args.character_coverage, args.workers,
             )
             trained = True
-        sp = spm.SentencePieceProcessor(model_file=model_path)
+        try:
+            sp = spm.SentencePieceProcessor(model_file=model_path)
+        except (RuntimeError, OSError) as err:
+            raise SyntaxInputError(f"not a sentencepiece model: {err}", model_path) from None
         encoded = [encode_split(data, sp) for data in splits]
 
         # 3. fairseq's binarisation

@@ -1,1 +1,2 @@
 """Criterions of the plugin."""
+from . import blackout  # noqa: F401

@@ -1,5 +1,6 @@
 """Task ``syntax_translation``: translation whose batches carry source syntax."""
 import logging
+import os
 from dataclasses import dataclass, field
 
 from fairseq.tasks import register_task
@@ -43,6 +44,24 @@ class SyntaxTranslationConfig(TranslationConfig):
             "help": "load the binary-tree side-file ({split}.{src}-{tgt}.{src}.tree) into "
             "net_input['src_tree'] (switched on when the architecture needs it)"
         },
+    )
+    length_prior: bool = field(
+        default=False,
+        metadata={
+            "help": "beam search adds w * log p(len(y) | len(x)) to the score of a finished "
+            "hypothesis (Eriguchi et al. 2016, eqs. 16-17), from the training length "
+            "statistics in the data-bin's syntax_manifest.json, smoothed towards a Gaussian "
+            "of the length ratio; added after fairseq's length normalisation, so "
+            "--unnormalized gives the paper's score"
+        },
+    )
+    length_prior_weight: float = field(
+        default=1.0, metadata={"help": "weight w of the length prior (the paper uses 1)"}
+    )
+    length_prior_smoothing: float = field(
+        default=1.0,
+        metadata={"help": "pseudo-count k of the length prior's Gaussian backoff: "
+                  "p(m|n) = (c(n,m) + k g(m|n)) / (c(n) + k)"},
     )
 
 
@@ -108,6 +127,20 @@ class SyntaxTranslationTask(TranslationTask):
             **side,
         )
         logger.info(f"[{split}] syntax inputs: {sorted(wanted) or 'none'}")
+
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        """fairseq's generator, or with ``--length-prior`` the length-prior beam search
+        (:mod:`fairseq_syntax.modules.length_prior_generator`)."""
+        if getattr(self.cfg, "length_prior", False) and seq_gen_cls is None and not getattr(args, "score_reference", False):
+            from fairseq_syntax.data.length_prior import LengthPrior
+            from fairseq_syntax.modules.length_prior_generator import length_prior_generator_class
+
+            prior = LengthPrior.from_data_dir(self.cfg.data.split(os.pathsep)[0], self.cfg.length_prior_smoothing)
+            seq_gen_cls, extra = length_prior_generator_class(args, prior, self.cfg.length_prior_weight)
+            extra_gen_cls_kwargs = {**(extra_gen_cls_kwargs or {}), **extra}
+        return super().build_generator(
+            models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
+        )
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         missing = self.syntax_inputs - {"alignments"}

@@ -1,0 +1,173 @@
+"""Model ``tree2seq``: Tree-to-Sequence Attentional NMT (Eriguchi et al. 2016).
+
+The ``attentional_rnn`` backbone plus
+
+* a tree-based encoder (section 3.1, eq. 11): a binary Tree-LSTM over the source's
+  binary phrase tree (``--task syntax_translation`` loads the data-bin's ``tree``
+  side-file as ``src_tree``), whose leaves are the sequential encoder's states;
+* decoder initialisation (eq. 12): another Tree-LSTM unit over (last sequential state,
+  root phrase state) gives ``summary_hidden``/``summary_cell``, from which the backbone's
+  decoder computes its initial state as usual (``h_0 = tanh(W_h s)``, ``c_0 = W_c s_c``);
+* attention over the ``n`` words and the ``n - 1`` phrases (eq. 13), see
+  :class:`~fairseq_syntax.modules.phrase_attention.PhraseAttentionLayer`; alignments
+  (``--print-alignment``, ``extra["attn"]``) report the word columns only.
+
+Leaves. The encoder is the backbone's BiLSTM, so a leaf ``j`` is the sequential state at
+token ``j``: hidden unit ``[h→_j; h←_j]`` and, with ``--leaf-cells lstm`` (the default,
+the paper's choice), memory cell ``[c→_j; c←_j]``, recovered exactly from the LSTM's
+inputs and outputs by :func:`~fairseq_syntax.modules.tree_lstm.sequential_memory_cells`
+(one-layer encoders only). ``--leaf-cells zero`` gives the leaves zero memory cells (any
+number of encoder layers). The leaves are the LSTM's states before dropout; the phrase
+states get the encoder's dropout before attention, like the word annotations. The
+eos position is not a leaf. "The last sequential state" ``h_n`` is the backbone's
+summary (last forward and first backward state, hidden and cell).
+
+A sentence without a tree (no parse: only padding rows in ``src_tree``; also every
+one-token sentence, whose tree is empty) is encoded as the paper does: no phrase nodes
+(its phrase rows are masked out of the attention) and a zero root state in eq. 12.
+Mixed batches need nothing special.
+"""
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from fairseq.dataclass import ChoiceEnum
+from fairseq.models import register_model
+from torch import Tensor
+
+from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, AttentionalRNNModel
+from fairseq_syntax.modules.phrase_attention import PhraseAttentionLayer
+from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, TreeLSTMCell, sequential_memory_cells
+
+LEAF_CELLS = ChoiceEnum(["lstm", "zero"])
+
+
+@dataclass
+class TreeToSequenceConfig(AttentionalRNNConfig):
+    leaf_cells: LEAF_CELLS = field(
+        default="lstm",
+        metadata={"help": "memory cells of the Tree-LSTM's leaves: 'lstm' = the sequential "
+                  "BiLSTM's own memory cells at each token (the paper's choice; needs "
+                  "--encoder-layers 1), 'zero' = zero cells (leaves carry hidden states only)"},
+    )
+    tree_forget_bias: float = field(
+        default=1.0,
+        metadata={"help": "initial bias of the Tree-LSTM forget gates (the paper uses 1.0)"},
+    )
+
+
+class TreeEncoderLayer(nn.Module):
+    """Encoder extension: phrase states, phrase mask and the tree-initialised summary.
+
+    Takes the backbone's encoder output dict (with ``src_tree``) and adds
+    ``phrase_annotations [B, M, C]`` and ``phrase_mask [B, M]`` (row ``k`` is internal
+    node ``n + k``; the root of a parsed sentence is its last valid row), and replaces
+    ``summary_hidden``/``summary_cell`` by eq. 12. :meth:`attach` registers a forward
+    hook on the encoder's ``nn.LSTM`` to see its input and output (the undropped states
+    and, for ``leaf_cells='lstm'``, the memory cells).
+    """
+
+    def __init__(self, dim: int, dropout: float, leaf_cells: str = "lstm", forget_bias: float = 1.0):
+        super().__init__()
+        self.tree_lstm = BinaryTreeLSTM(dim, forget_bias)
+        self.init_cell = TreeLSTMCell(dim, forget_bias)
+        self.dropout = dropout
+        self.leaf_cells = leaf_cells
+        self._lstm = None
+        self._captured = None
+
+    def attach(self, lstm: nn.LSTM):
+        self._lstm = lstm
+        lstm.register_forward_hook(self._capture)
+
+    def _capture(self, module, args, output):
+        self._captured = (args[0], output[0])
+
+    def leaves(self, encoder_out: Dict[str, Tensor]):
+        """Leaf hidden states and memory cells ``[B, S, C]`` (see the module docstring)."""
+        annotations = encoder_out["annotations"]
+        lengths = (~encoder_out["padding_mask"]).sum(1)
+        captured, self._captured = self._captured, None
+        if captured is None:
+            if self.leaf_cells == "lstm":
+                raise RuntimeError("TreeEncoderLayer.attach(encoder.lstm) was not called")
+            return annotations, torch.zeros_like(annotations)
+        layer_input, layer_output = captured
+        total = annotations.size(1)
+        hidden, _ = nn.utils.rnn.pad_packed_sequence(layer_output, batch_first=True, total_length=total) \
+            if isinstance(layer_output, nn.utils.rnn.PackedSequence) else (layer_output, None)
+        if self.leaf_cells == "zero":
+            return hidden, torch.zeros_like(hidden)
+        cells = sequential_memory_cells(self._lstm, layer_input, layer_output, lengths)
+        if cells.size(1) < total:
+            cells = F.pad(cells, (0, 0, 0, total - cells.size(1)))
+        return hidden, cells
+
+    def forward(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        if "src_tree" not in encoder_out:
+            raise KeyError(
+                "tree2seq needs the source binary trees (net_input['src_tree']): train and "
+                "decode with --task syntax_translation on a data-bin with tree side-files"
+            )
+        tree = encoder_out["src_tree"]
+        num_leaves = (~encoder_out["padding_mask"]).sum(1) - 1  # tokens without eos
+        leaf_h, leaf_c = self.leaves(encoder_out)
+        phrase_h, phrase_c, valid = self.tree_lstm(leaf_h, leaf_c, tree, num_leaves)
+        nodes = valid.sum(1)
+        bad = nodes.ne(0) & nodes.ne(num_leaves - 1)
+        if bad.any():
+            b = int(bad.nonzero()[0])
+            raise ValueError(
+                f"batch row {b}: the binary tree has {int(nodes[b])} internal nodes for "
+                f"{int(num_leaves[b])} tokens (expected n - 1, or none without a parse)"
+            )
+        has_tree = nodes.gt(0).unsqueeze(1).to(phrase_h.dtype)
+        root = (nodes - 1).clamp(min=0)
+        rows = torch.arange(tree.size(0), device=tree.device)
+        root_h, root_c = phrase_h[rows, root] * has_tree, phrase_c[rows, root] * has_tree
+        summary_h, summary_c = self.init_cell(
+            (encoder_out["summary_hidden"], encoder_out["summary_cell"]), (root_h, root_c)
+        )
+        out = dict(encoder_out)
+        out["phrase_annotations"] = F.dropout(phrase_h, p=self.dropout, training=self.training)
+        out["phrase_mask"] = ~valid
+        out["summary_hidden"] = summary_h
+        out["summary_cell"] = summary_c
+        return out
+
+
+@register_model("tree2seq", dataclass=TreeToSequenceConfig)
+class TreeToSequenceModel(AttentionalRNNModel):
+    """Tree-to-sequence attentional NMT (Eriguchi, Hashimoto and Tsuruoka, ACL 2016):
+    a Tree-LSTM over the binary phrase tree on top of the sequential encoder, decoder
+    initialisation from both, and attention over words and phrases.
+
+    BlackOut training (``--criterion blackout``) and the length-prior beam search
+    (``--length-prior``) of the paper work with this and every other architecture.
+    """
+
+    syntax_inputs = ("tree",)
+
+    @classmethod
+    def build_attention(cls, cfg, query_dim: int, key_dim: int) -> nn.Module:
+        return PhraseAttentionLayer(query_dim, key_dim, cfg.attention_score)
+
+    @classmethod
+    def build_encoder_extensions(cls, cfg, encoder_dim: int) -> List[nn.Module]:
+        leaf_cells = getattr(cfg.leaf_cells, "value", cfg.leaf_cells)
+        if leaf_cells == "lstm" and cfg.encoder_layers != 1:
+            raise ValueError(
+                "--leaf-cells lstm recovers the memory cells of a one-layer encoder; with "
+                f"--encoder-layers {cfg.encoder_layers} use --leaf-cells zero"
+            )
+        return [TreeEncoderLayer(encoder_dim, cfg.dropout, leaf_cells, cfg.tree_forget_bias)]
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        model = super().build_model(cfg, task)
+        for extension in model.encoder.extensions:
+            if isinstance(extension, TreeEncoderLayer):
+                extension.attach(model.encoder.lstm)
+        return model

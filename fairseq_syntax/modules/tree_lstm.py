@@ -1,0 +1,207 @@
+"""Binary Tree-LSTM over phrase trees (Eriguchi et al. 2016, eq. 11; Tai et al. 2015).
+
+A binary tree over the ``n`` leaves of a sentence is given as ``n - 1`` rows ``(left,
+right)``; leaves are numbered ``0 .. n-1`` and internal node ``k`` is ``n + k``
+(children before parents, root last; DESIGN.md section 2). A batch carries them as
+``tree [B, M, 2]`` with padding rows ``-1`` (a sentence without a parse has only padding
+rows).
+
+:class:`BinaryTreeLSTM` evaluates the whole batch level by level: a node's level is its
+height (leaves 0, a parent one more than its highest child). Every node of one level, in
+every sentence, is computed by one batched call of :class:`TreeLSTMCell`; the only Python
+loop is over the levels (:func:`tree_levels`), never over nodes or sentences.
+
+:func:`sequential_memory_cells` recovers the memory cells ``c_t`` of a (bidirectional,
+one-layer) ``nn.LSTM`` at every position from its input and output sequences, because
+``nn.LSTM`` returns the hidden states of every step but the memory cell of the last one
+only; the paper's leaves are the sequential LSTM's hidden units *and* memory cells.
+"""
+from typing import List, NamedTuple, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+
+class TreeLSTMCell(nn.Module):
+    """The binary Tree-LSTM unit of Eriguchi et al. (2016), eq. 11.
+
+    ``i = σ(U_l^i h_l + U_r^i h_r + b^i)``, left and right forget gates ``f_l``, ``f_r``,
+    output gate ``o`` and update ``u = tanh(U_l^u h_l + U_r^u h_r + b^u)`` likewise;
+    ``c = i ⊙ u + f_l ⊙ c_l + f_r ⊙ c_r``, ``h = o ⊙ tanh(c)``. The five gates are one
+    ``Linear(2d, 5d)`` on ``[h_l; h_r]`` (its two column blocks are ``U_l`` and ``U_r``),
+    in the order ``i, f_l, f_r, o, u``. The forget-gate biases start at 1.0, as in the
+    paper (after Józefowicz et al. 2015).
+    """
+
+    GATES = ("i", "f_l", "f_r", "o", "u")
+
+    def __init__(self, dim: int, forget_bias: float = 1.0):
+        super().__init__()
+        self.dim = dim
+        self.gates = nn.Linear(2 * dim, 5 * dim)
+        with torch.no_grad():
+            self.gates.bias.zero_()
+            self.gates.bias[dim: 3 * dim].fill_(forget_bias)
+
+    def forward(self, left: Tuple[Tensor, Tensor], right: Tuple[Tensor, Tensor]) -> Tuple[Tensor, Tensor]:
+        """``(h_l, c_l), (h_r, c_r)`` each ``[..., d]`` -> ``(h, c)`` of the parent."""
+        (h_l, c_l), (h_r, c_r) = left, right
+        i, f_l, f_r, o, u = self.gates(torch.cat([h_l, h_r], dim=-1)).chunk(5, dim=-1)
+        c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(f_l) * c_l + torch.sigmoid(f_r) * c_r
+        h = torch.sigmoid(o) * torch.tanh(c)
+        return h, c
+
+
+class TreeLevel(NamedTuple):
+    """The internal nodes of one level: sentence ``batch[j]``, row ``node[j]`` of the tree,
+    and the buffer slots of its children (see :func:`tree_levels`)."""
+
+    batch: Tensor
+    node: Tensor
+    left: Tensor
+    right: Tensor
+
+
+def tree_slots(tree: Tensor, num_leaves: Tensor, leaf_slots: int) -> Tuple[Tensor, Tensor]:
+    """Children of each internal node as slots of a per-sentence buffer.
+
+    The buffer of a sentence holds ``leaf_slots`` leaf slots (leaf ``j`` in slot ``j``;
+    a batch uses the padded source length) followed by one slot per tree row (internal
+    node ``k`` in slot ``leaf_slots + k``). ``tree [B, M, 2]`` (per-sentence numbering,
+    padding ``-1``), ``num_leaves [B]``. Returns ``(slots [B, M, 2], valid [B, M])``;
+    padding rows get slot 0 and ``valid`` False.
+    """
+    valid = tree[..., 0].ge(0)
+    n = num_leaves.view(-1, 1, 1)
+    slots = torch.where(tree < n, tree, tree - n + leaf_slots)
+    return slots.masked_fill(~valid.unsqueeze(-1), 0), valid
+
+
+def tree_levels(tree: Tensor, num_leaves: Tensor, leaf_slots: int) -> List[TreeLevel]:
+    """Group the internal nodes of a batch of trees by height, lowest level first.
+
+    A node is ready when both children are done (leaves are done from the start); one
+    vectorised pass per level marks the ready nodes. The number of passes is the height
+    of the highest tree. Raises ``ValueError`` when a tree row refers to a child that is
+    neither a leaf nor an earlier node (no valid tree has one).
+    """
+    bsz, rows = tree.shape[:2]
+    slots, valid = tree_slots(tree, num_leaves, leaf_slots)
+    child_ok = (tree.ge(0) & (tree < num_leaves.view(-1, 1, 1) + torch.arange(rows, device=tree.device).view(1, -1, 1))).all(-1)
+    if (valid & ~child_ok).any():
+        b, k = (valid & ~child_ok).nonzero()[0].tolist()
+        raise ValueError(
+            f"binary tree of batch row {b}: node {k} has children {tree[b, k].tolist()}, "
+            f"but only leaves 0..{int(num_leaves[b]) - 1} and earlier nodes can be children"
+        )
+    done = torch.zeros(bsz, leaf_slots + rows, dtype=torch.bool, device=tree.device)
+    done[:, :leaf_slots] = True
+    pending = valid.clone()
+    flat_slots = slots.view(bsz, -1)
+    levels: List[TreeLevel] = []
+    for _ in range(rows):
+        if not pending.any():
+            break
+        children_done = done.gather(1, flat_slots).view(bsz, rows, 2).all(-1)
+        ready = pending & children_done
+        batch, node = ready.nonzero(as_tuple=True)
+        levels.append(TreeLevel(batch, node, slots[batch, node, 0], slots[batch, node, 1]))
+        pending &= ~ready
+        done[batch, leaf_slots + node] = True
+    return levels
+
+
+def node_heights(tree: Tensor, num_leaves: Tensor) -> Tensor:
+    """Height of every internal node (``[B, M]``, 1 for a node over two leaves; 0 for padding)."""
+    heights = torch.zeros(tree.shape[:2], dtype=torch.long, device=tree.device)
+    leaf_slots = int(num_leaves.max()) if num_leaves.numel() else 0
+    for level, nodes in enumerate(tree_levels(tree, num_leaves, leaf_slots), start=1):
+        heights[nodes.batch, nodes.node] = level
+    return heights
+
+
+class BinaryTreeLSTM(nn.Module):
+    """Phrase states of a batch of binary trees over given leaf states, level by level.
+
+    ``forward(leaf_h, leaf_c, tree, num_leaves)``: leaves ``[B, S, d]`` (leaf ``j`` of a
+    sentence at position ``j``; positions ``>= n`` are never read), ``tree [B, M, 2]``,
+    ``num_leaves [B]``. Returns ``(phrase_h, phrase_c)`` ``[B, M, d]`` (row ``k`` is internal
+    node ``n + k``; padding rows are 0) and ``valid [B, M]``.
+    """
+
+    def __init__(self, dim: int, forget_bias: float = 1.0):
+        super().__init__()
+        self.cell = TreeLSTMCell(dim, forget_bias)
+
+    def forward(self, leaf_h: Tensor, leaf_c: Tensor, tree: Tensor, num_leaves: Tensor):
+        bsz, leaf_slots, dim = leaf_h.shape
+        rows = tree.size(1)
+        _, valid = tree_slots(tree, num_leaves, leaf_slots)
+        # one buffer per state: the leaves, then one slot per tree row, written level by level
+        h = torch.cat([leaf_h, leaf_h.new_zeros(bsz, rows, dim)], dim=1)
+        c = torch.cat([leaf_c, leaf_c.new_zeros(bsz, rows, dim)], dim=1)
+        for level in tree_levels(tree, num_leaves, leaf_slots):
+            left = (h[level.batch, level.left], c[level.batch, level.left])
+            right = (h[level.batch, level.right], c[level.batch, level.right])
+            parent_h, parent_c = self.cell(left, right)
+            target = leaf_slots + level.node
+            # in place: reading slots by advanced indexing keeps only the indices for
+            # backward, so later writes into the buffer do not disturb the gradients
+            h.index_put_((level.batch, target), parent_h)
+            c.index_put_((level.batch, target), parent_c)
+        return h[:, leaf_slots:], c[:, leaf_slots:], valid
+
+
+def _unpack(sequence, total_length: int) -> Tensor:
+    if isinstance(sequence, nn.utils.rnn.PackedSequence):
+        out, _ = nn.utils.rnn.pad_packed_sequence(sequence, batch_first=True, total_length=total_length)
+        return out
+    return sequence
+
+
+def sequential_memory_cells(lstm: nn.LSTM, layer_input, layer_output, lengths: Tensor) -> Tensor:
+    """Memory cells ``c_t`` of a one-layer (bi)directional ``nn.LSTM`` at every position.
+
+    ``nn.LSTM`` returns ``h_t`` for every step but ``c_t`` for the last step only. With
+    the step's input ``x_t`` and the previous hidden state ``h_{t-1}`` (its own output
+    one step earlier; ``h_{t+1}`` for the backward direction) all gates of all steps are
+    one batched product, and ``c_t = f_t ⊙ c_{t-1} + i_t ⊙ g_t`` is an elementwise scan
+    over time. The result equals the cells the LSTM computed (and differentiates like
+    them: each step is the LSTM's own cell function of the same inputs).
+
+    ``layer_input``/``layer_output``: what the LSTM was called with and returned
+    (batch-first, packed or padded); ``lengths [B]``. Returns ``[B, S, H * directions]``
+    (forward cells first, like the outputs); zero at padding.
+    """
+    if lstm.num_layers != 1 or not lstm.batch_first or lstm.proj_size:
+        raise ValueError("memory cells can be recovered for a one-layer batch-first LSTM only")
+    lengths = lengths.to(layer_input.data.device if hasattr(layer_input, "data") else layer_input.device)
+    total = int(lengths.max())
+    x = _unpack(layer_input, total)
+    out = _unpack(layer_output, total)
+    bsz, steps = x.shape[:2]
+    hidden = lstm.hidden_size
+    real = (torch.arange(steps, device=x.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
+    cells = []
+    for direction in range(2 if lstm.bidirectional else 1):
+        suffix = "_reverse" if direction else ""
+        h = out[..., direction * hidden:(direction + 1) * hidden].masked_fill(~real, 0.0)
+        zero = h.new_zeros(bsz, 1, hidden)
+        prev_h = torch.cat([h[:, 1:], zero], 1) if direction else torch.cat([zero, h[:, :-1]], 1)
+        gates = F.linear(x, getattr(lstm, "weight_ih_l0" + suffix), getattr(lstm, "bias_ih_l0" + suffix, None))
+        gates = gates + F.linear(prev_h, getattr(lstm, "weight_hh_l0" + suffix), getattr(lstm, "bias_hh_l0" + suffix, None))
+        i, f, g, _ = gates.chunk(4, dim=-1)
+        update = (torch.sigmoid(i) * torch.tanh(g)).masked_fill(~real, 0.0)
+        forget = torch.sigmoid(f)
+        order = range(steps - 1, -1, -1) if direction else range(steps)
+        c = h.new_zeros(bsz, hidden)
+        per_step = [None] * steps
+        for t in order:
+            c = forget[:, t] * c + update[:, t]
+            per_step[t] = c
+        cells.append(torch.stack(per_step, dim=1))
+    # the backward scan starts at padding with c = 0 and update 0, so it enters each
+    # sentence's last token with c = 0 (f * 0 + 0 stays 0 through the padding)
+    return torch.cat(cells, dim=-1).masked_fill(~real, 0.0)

@@ -1,0 +1,292 @@
+"""Tree-to-sequence NMT (Eriguchi et al. 2016): Tree-LSTM, phrase attention, decoder init, CLI."""
+import math
+import re
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import generate_args, run_cli, train_args
+from model_utils import build_model, incremental_log_probs, random_batch
+
+from fairseq_syntax.modules.tree_lstm import (
+    BinaryTreeLSTM, TreeLSTMCell, node_heights, sequential_memory_cells,
+)
+
+SMALL = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_embed_dim=8, decoder_hidden_size=10)
+
+
+def batch_trees():
+    """Trees for ``random_batch(bsz=4, src_len=7)``: 6, 5, 4 and 6 leaves (eos excluded).
+
+    Sentence 0 is balanced-ish, 1 a left chain, 2 a right chain, 3 has no parse.
+    """
+    tree = torch.full((4, 5, 2), -1)
+    tree[0] = torch.tensor([[0, 1], [2, 3], [6, 7], [4, 5], [8, 9]])  # internal nodes 6..10
+    tree[1, :4] = torch.tensor([[0, 1], [5, 2], [6, 3], [7, 4]])  # nodes 5..8
+    tree[2, :3] = torch.tensor([[2, 3], [1, 4], [0, 5]])  # nodes 4..6: (0 (1 (2 3)))
+    return tree
+
+
+# ----------------------------------------------------------------------------- Tree-LSTM
+
+def eq11(cell: TreeLSTMCell, left, right):
+    """Eq. 11 written out with the cell's weight blocks U_l, U_r and biases."""
+    d = cell.dim
+    weight, bias = cell.gates.weight, cell.gates.bias
+    (h_l, c_l), (h_r, c_r) = left, right
+
+    def pre(gate):
+        rows = slice(gate * d, (gate + 1) * d)
+        return weight[rows, :d] @ h_l + weight[rows, d:] @ h_r + bias[rows]
+
+    i, f_l, f_r, o = (torch.sigmoid(pre(g)) for g in range(4))
+    u = torch.tanh(pre(4))
+    c = i * u + f_l * c_l + f_r * c_r
+    return o * torch.tanh(c), c
+
+
+def recursive_reference(cell, leaf_h, leaf_c, rows, n):
+    """Node-by-node recursion from the root: {node id: (h, c)} for one sentence."""
+    memo = {}
+
+    def state(node):
+        if node < n:
+            return leaf_h[node], leaf_c[node]
+        if node not in memo:
+            left, right = rows[node - n]
+            memo[node] = eq11(cell, state(left), state(right))
+        return memo[node]
+
+    if rows:
+        state(n + len(rows) - 1)
+    return memo
+
+
+def test_level_by_level_equals_recursive_reference_with_an_empty_tree():
+    torch.manual_seed(0)
+    tree = batch_trees()
+    num_leaves = torch.tensor([6, 5, 3 + 1, 6])
+    module = BinaryTreeLSTM(4).double()
+    with torch.no_grad():
+        module.cell.gates.weight.normal_()
+        module.cell.gates.bias.normal_()
+    leaf_h, leaf_c = torch.randn(4, 7, 4).double(), torch.randn(4, 7, 4).double()
+    phrase_h, phrase_c, valid = module(leaf_h, leaf_c, tree, num_leaves)
+    assert phrase_h.shape == (4, 5, 4)
+    for b in range(4):
+        n = int(num_leaves[b])
+        rows = [tuple(r) for r in tree[b].tolist() if r[0] >= 0]
+        expected = recursive_reference(module.cell, leaf_h[b], leaf_c[b], rows, n)
+        assert valid[b].sum() == len(rows)
+        for k in range(tree.size(1)):
+            if k < len(rows):
+                assert torch.allclose(phrase_h[b, k], expected[n + k][0], atol=1e-12)
+                assert torch.allclose(phrase_c[b, k], expected[n + k][1], atol=1e-12)
+            else:
+                assert phrase_h[b, k].abs().max() == 0 and phrase_c[b, k].abs().max() == 0
+    assert not valid[3].any()
+
+
+def test_cell_gates_follow_eq11_with_hand_set_weights():
+    cell = TreeLSTMCell(1)
+    with torch.no_grad():
+        # rows i, f_l, f_r, o, u; columns (left, right)
+        cell.gates.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+        cell.gates.bias.copy_(torch.tensor([0.0, 2.0, -2.0, 0.0, 0.0]))
+    h_l, c_l, h_r, c_r = 0.5, 2.0, -1.0, 3.0
+    h, c = cell((torch.tensor([h_l]), torch.tensor([c_l])), (torch.tensor([h_r]), torch.tensor([c_r])))
+
+    def sig(x):
+        return 1 / (1 + math.exp(-x))
+
+    c_expected = sig(0.5) * math.tanh(-0.5) + sig(2.0) * 2.0 + sig(-2.0) * 3.0
+    h_expected = sig(-1.0) * math.tanh(c_expected)
+    assert c.item() == pytest.approx(c_expected, abs=1e-6)
+    assert h.item() == pytest.approx(h_expected, abs=1e-6)
+    # the left forget gate acts on the left child's memory only
+    h2, c2 = cell((torch.tensor([h_l]), torch.tensor([c_r])), (torch.tensor([h_r]), torch.tensor([c_l])))
+    assert c2.item() == pytest.approx(c_expected - (sig(2.0) - sig(-2.0)) * (c_l - c_r), abs=1e-6)
+
+
+def test_forget_biases_start_at_one():
+    cell = TreeLSTMCell(3)
+    assert torch.equal(cell.gates.bias, torch.tensor([0.0] * 3 + [1.0] * 6 + [0.0] * 6))
+
+
+def test_node_heights_and_malformed_trees():
+    tree = batch_trees()
+    num_leaves = torch.tensor([6, 5, 4, 6])
+    heights = node_heights(tree, num_leaves)
+    assert heights.tolist() == [[1, 1, 2, 1, 3], [1, 2, 3, 4, 0], [1, 2, 3, 0, 0], [0] * 5]
+    bad = tree.clone()
+    bad[0, 1] = torch.tensor([2, 9])  # node 7 cannot have node 9 as a child
+    with pytest.raises(ValueError, match="earlier nodes"):
+        node_heights(bad, num_leaves)
+
+
+def test_tree_lstm_gradients():
+    torch.manual_seed(1)
+    module = BinaryTreeLSTM(2).double()
+    tree = batch_trees()[:3, :3]
+    tree[0] = torch.tensor([[0, 1], [4, 2], [5, 3]])  # 4 leaves
+    num_leaves = torch.tensor([4, 4, 4])
+    tree[1] = torch.tensor([[0, 1], [2, 3], [4, 5]])
+    leaf_h = torch.randn(3, 5, 2, dtype=torch.double, requires_grad=True)
+    leaf_c = torch.randn(3, 5, 2, dtype=torch.double, requires_grad=True)
+
+    def fn(h, c):
+        out_h, out_c, _ = module(h, c, tree, num_leaves)
+        return out_h, out_c
+
+    assert torch.autograd.gradcheck(fn, (leaf_h, leaf_c))
+
+
+def test_memory_cells_equal_a_step_by_step_lstm():
+    torch.manual_seed(2)
+    lstm = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
+    x = torch.randn(3, 6, 3)
+    lengths = torch.tensor([6, 4, 2])
+    packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    packed_out, (h_n, c_n) = lstm(packed)
+    cells = sequential_memory_cells(lstm, packed, packed_out, lengths)
+    for direction, suffix in enumerate(["", "_reverse"]):
+        step = nn.LSTMCell(3, 4)
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(step, name).data.copy_(getattr(lstm, f"{name}_l0{suffix}").data)
+        for b, n in enumerate(lengths.tolist()):
+            h = c = torch.zeros(1, 4)
+            positions = range(n - 1, -1, -1) if direction else range(n)
+            for t in positions:
+                h, c = step(x[b, t:t + 1], (h, c))
+                assert torch.allclose(cells[b, t, direction * 4:(direction + 1) * 4], c[0], atol=1e-6)
+            assert cells[b, n:].abs().max() == 0 if n < 6 else True
+    assert torch.allclose(cells[torch.arange(3), lengths - 1, :4], c_n[0], atol=1e-6)
+    assert torch.allclose(cells[:, 0, 4:], c_n[1], atol=1e-6)
+
+
+# ------------------------------------------------------------------------- the model
+
+def tree_batch(model, seed=0):
+    src, lengths, prev = random_batch(model, bsz=4, src_len=7, seed=seed)
+    return src, lengths, prev, batch_trees()
+
+
+def test_attention_over_words_and_phrases_sums_to_one():
+    model = build_model("tree2seq", **SMALL)
+    src, lengths, prev, tree = tree_batch(model)
+    with torch.no_grad():
+        encoder_out = model.encoder(src, lengths, src_tree=tree)
+        attention = model.decoder.attention
+        state = attention.init_state(encoder_out)
+        _, weights, _ = attention(torch.randn(4, 10), encoder_out, state)
+    src_len, rows = src.size(1), tree.size(1)
+    assert weights.shape == (4, src_len + rows)
+    assert torch.allclose(weights.sum(-1), torch.ones(4), atol=1e-6)
+    mask = torch.cat([src.eq(model.encoder.padding_idx), tree[..., 0].lt(0)], dim=1)
+    assert mask[1].tolist()[src_len:] == [False] * 4 + [True]
+    assert weights.masked_select(mask).abs().max() == 0
+    assert weights[:, src_len:].masked_select(~mask[:, src_len:]).min() > 0  # phrases are attended
+    logits, extra = model(src, lengths, prev, src_tree=tree)
+    assert extra["attn"][0].shape == (4, prev.size(1), src_len)
+
+
+def test_missing_tree_is_a_clear_error():
+    model = build_model("tree2seq", **SMALL)
+    src, lengths, prev, _ = tree_batch(model)
+    with pytest.raises(KeyError, match="syntax_translation"):
+        model(src, lengths, prev)
+
+
+def test_incremental_decoding_equals_full_forward_with_beam_reorder():
+    model = build_model("tree2seq", **SMALL, decoder_layers=2)
+    src, lengths, prev, tree = tree_batch(model)
+    order = torch.tensor([3, 1, 1, 0])
+    with torch.no_grad():
+        full = torch.log_softmax(model(src, lengths, prev, src_tree=tree)[0], dim=-1)
+        step = incremental_log_probs(model, model.encoder(src, lengths, src_tree=tree), prev)
+        assert torch.allclose(full, step, atol=1e-5)
+        full_r = torch.log_softmax(model(src[order], lengths[order], prev[order], src_tree=tree[order])[0], -1)
+        step_r = incremental_log_probs(model, model.encoder(src, lengths, src_tree=tree), prev,
+                                       reorder=order, reorder_at=3)
+    assert torch.allclose(full_r, step_r, atol=1e-5)
+
+
+def test_padding_and_batch_neighbours_do_not_change_a_sentence():
+    model = build_model("tree2seq", **SMALL)
+    src, lengths, prev, tree = tree_batch(model)
+    with torch.no_grad():
+        batch = torch.log_softmax(model(src, lengths, prev, src_tree=tree)[0], dim=-1)
+        for b in (1, 3):  # a parsed sentence and the one without a parse
+            n = int(lengths[b])
+            rows = max(1, int(tree[b, :, 0].ge(0).sum()))
+            alone = model(src[b:b + 1, :n], lengths[b:b + 1], prev[b:b + 1], src_tree=tree[b:b + 1, :rows])
+            assert torch.allclose(batch[b:b + 1], torch.log_softmax(alone[0], -1), atol=1e-5)
+
+
+def test_sentence_without_tree_gets_a_zero_root():
+    model = build_model("tree2seq", **SMALL)
+    src, lengths, prev, tree = tree_batch(model)
+    layer = model.encoder.extensions[0]
+    calls = []
+    handle = layer.init_cell.register_forward_hook(lambda module, args, output: calls.append(args))
+    with torch.no_grad():
+        out = model.encoder(src, lengths, src_tree=tree)
+    handle.remove()
+    (summary_h, summary_c), (root_h, root_c) = calls[0]
+    assert root_h[3].abs().max() == 0 and root_c[3].abs().max() == 0
+    expected_h, expected_c = layer.init_cell((summary_h, summary_c), (root_h, root_c))
+    assert torch.allclose(out["summary_hidden"], expected_h) and torch.allclose(out["summary_cell"], expected_c)
+    # the root of a parsed sentence is its last phrase row
+    assert torch.allclose(root_h[0], out["phrase_annotations"][0, 4]) and torch.allclose(root_h[1], out["phrase_annotations"][1, 3])
+
+
+def test_mixed_batch_with_an_empty_tree_trains():
+    torch.manual_seed(0)
+    model = build_model("tree2seq", **SMALL, dropout=0.1).train()
+    src, lengths, prev, tree = tree_batch(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(5):
+        logits, _ = model(src, lengths, prev, src_tree=tree)
+        loss = nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), prev.roll(-1, 1).view(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        tree_grads = [p.grad for p in model.encoder.extensions[0].parameters()]
+        assert all(g is not None and torch.isfinite(g).all() for g in tree_grads)
+        assert model.encoder.extensions[0].tree_lstm.cell.gates.weight.grad.abs().sum() > 0
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+
+
+def test_zero_leaf_cells_allow_deeper_encoders():
+    with pytest.raises(ValueError, match="--leaf-cells zero"):
+        build_model("tree2seq", **SMALL, encoder_layers=2)
+    model = build_model("tree2seq", **SMALL, encoder_layers=2, leaf_cells="zero")
+    src, lengths, prev, tree = tree_batch(model)
+    logits, _ = model(src, lengths, prev, src_tree=tree)
+    assert torch.isfinite(logits).all()
+
+
+# ----------------------------------------------------------------------- command line
+
+def test_train_with_blackout_and_generate_with_length_prior(synthetic_databin, tmp_path):
+    train = run_cli(train_args(synthetic_databin, tmp_path, arch="tree2seq", updates=3, extra=[
+        "--criterion", "blackout", "--blackout-samples", "30", "--max-tokens", "400",
+    ]))
+    log = train.stdout + train.stderr
+    assert re.search(r"\[train\] syntax inputs: \['tree'\]", log), log[-2000:]
+    assert re.search(r"num_updates.? 3\b", log) or "done training" in log
+    assert re.search(r"valid on 'valid' subset.*\| loss [0-9.]+ \| nll_loss [0-9.]+", log)
+    gen = run_cli(generate_args(synthetic_databin, tmp_path / "checkpoint_last.pt", extra=[
+        "--length-prior", "--print-alignment", "--max-len-b", "30",
+    ])).stdout
+    sources = {int(m.group(1)): m.group(2).split() for m in re.finditer(r"^S-(\d+)\t(.*)$", gen, re.M)}
+    hyps = re.findall(r"^H-(\d+)\t", gen, re.M)
+    aligns = re.findall(r"^A-(\d+)\t(.*)$", gen, re.M)
+    assert len(sources) > 30 and len(hyps) == len(sources) and len(aligns) == len(sources)
+    for sid, links in aligns:
+        for link in links.split():
+            src_pos, _ = map(int, link.split("-"))
+            assert 0 <= src_pos <= len(sources[int(sid)])  # word columns (eos included)

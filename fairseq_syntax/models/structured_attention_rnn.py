@@ -1,0 +1,154 @@
+"""Model ``structured_attention_rnn``: Inducing Grammars with and for NMT (Tran & Bisk 2018).
+
+The ``attentional_rnn`` backbone plus a head-word selection layer on the BiLSTM encoder
+(:mod:`fairseq_syntax.modules.structured_attention`) and, for two annotation sets, a
+decoder attention over content and syntax with a syntax gate
+(:mod:`fairseq_syntax.modules.syntax_gate_attention`). Six architectures, the rows of
+the paper's Tables 2 and 3:
+
+=================  ==================  ====================  ====================  ====================
+architecture       paper's name        ``--self-attention``  ``--head-selection``  ``--syntax-context``
+=================  ==================  ====================  ====================  ====================
+``sa_nmt_shared``  SA-NMT, shared      ``structured``        ``soft``              ``shared``
+``sa_nmt``         SA-NMT, not shared  ``structured``        ``soft``              ``separate``
+``sa_nmt_1set``    SA-NMT-1set         ``structured``        ``soft``              ``one_set``
+``sa_nmt_hard``    SA-NMT-hard         ``structured``        ``hard``              ``shared``
+``fa_nmt_shared``  FA-NMT, shared      ``flat``              ``soft``              ``shared``
+``fa_nmt``         FA-NMT, not shared  ``flat``              ``soft``              ``separate``
+=================  ==================  ====================  ====================  ====================
+
+Sizes are the backbone's; the queries and keys of the self-attention have
+``--self-attention-dim`` (default: the encoder output size ``2 * encoder-hidden-size``,
+as in the authors' code), the values and syntactic annotations the encoder output
+size. No side input is needed for training: the trees are induced; gold trees are only
+used to score them (``fairseq-syntax-induced-trees``). The encoder output keeps
+``head_marginals`` ``[B, S, S]`` and ``root_marginals`` ``[B, S]``.
+"""
+from dataclasses import dataclass, field
+from typing import List
+
+import torch.nn as nn
+from fairseq.dataclass import ChoiceEnum
+from fairseq.models import register_model, register_model_architecture
+
+from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, AttentionalRNNModel
+from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
+from fairseq_syntax.modules.structured_attention import FlatSelfAttention, StructuredSelfAttention
+from fairseq_syntax.modules.syntax_gate_attention import SyntaxGateAttentionLayer
+
+SELF_ATTENTIONS = ChoiceEnum(["structured", "flat"])
+HEAD_SELECTIONS = ChoiceEnum(["soft", "hard"])
+SYNTAX_CONTEXTS = ChoiceEnum(["shared", "separate", "one_set"])
+GATE_INPUTS = ChoiceEnum(["hidden", "hidden_context"])
+
+
+@dataclass
+class StructuredAttentionRNNConfig(AttentionalRNNConfig):
+    self_attention: SELF_ATTENTIONS = field(
+        default="structured",
+        metadata={"help": "head-word selection layer on the encoder: 'structured' (SA-NMT: "
+                  "non-projective dependency marginals by the matrix-tree theorem, §4.1) or "
+                  "'flat' (FA-NMT: a softmax self-attention, §5.2)"},
+    )
+    head_selection: HEAD_SELECTIONS = field(
+        default="soft",
+        metadata={"help": "'soft': the syntactic annotation of a word is its expected head; "
+                  "'hard' (SA-NMT-hard, §4.3, structured only): the greedy most probable head "
+                  "(eq. 15), trained with the straight-through estimator"},
+    )
+    syntax_context: SYNTAX_CONTEXTS = field(
+        default="shared",
+        metadata={"help": "how the decoder reads syntax: 'shared' (two annotation sets, the "
+                  "syntactic vector uses the content attention weights, eq. 10), 'separate' "
+                  "(two sets, a second attention for the syntactic vector, eqs. 13-14), both "
+                  "gated (eqs. 11-12); or 'one_set' (SA-NMT-1set, eq. 16: one annotation set "
+                  "x + sigmoid(W x) * s and the backbone's attention)"},
+    )
+    self_attention_dim: int = field(
+        default=0,
+        metadata={"help": "size of the self-attention queries and keys (0: the encoder output "
+                  "size, 2 * encoder-hidden-size)"},
+    )
+    syntax_gate_input: GATE_INPUTS = field(
+        default="hidden",
+        metadata={"help": "input of the syntax gate g_t (eq. 11): 'hidden' (the decoder state "
+                  "h_t, as in the authors' code) or 'hidden_context' ([h_t; c_t])"},
+    )
+
+
+def _value(option) -> str:
+    return getattr(option, "value", option)
+
+
+@register_model("structured_attention_rnn", dataclass=StructuredAttentionRNNConfig)
+class StructuredAttentionRNNModel(AttentionalRNNModel):
+    """Structured-attention NMT (Tran & Bisk 2018, "Inducing Grammars with and for Neural
+    Machine Translation"): the encoder induces soft (or greedy hard) dependency heads of
+    the source words with a structured self-attention (matrix-tree marginals) or, as a
+    baseline, a flat self-attention; the decoder reads the resulting syntactic
+    annotations through the content attention weights (shared) or its own attention,
+    behind a syntax gate, or the encoder folds them into one annotation set (1set).
+    See the module docstring for the architectures."""
+
+    @classmethod
+    def build_encoder_extensions(cls, cfg, encoder_dim: int) -> List[nn.Module]:
+        kind = _value(cfg.self_attention)
+        hard = _value(cfg.head_selection) == "hard"
+        one_set = _value(cfg.syntax_context) == "one_set"
+        dim = cfg.self_attention_dim or None
+        if kind == "flat":
+            if hard:
+                raise ValueError(
+                    "--head-selection hard is SA-NMT-hard: it needs --self-attention structured"
+                )
+            return [FlatSelfAttention(encoder_dim, dim, one_set=one_set, dropout=cfg.dropout)]
+        return [StructuredSelfAttention(encoder_dim, dim, hard=hard, one_set=one_set,
+                                        dropout=cfg.dropout)]
+
+    @classmethod
+    def build_attention(cls, cfg, query_dim: int, key_dim: int) -> nn.Module:
+        context = _value(cfg.syntax_context)
+        if context == "one_set":
+            return GlobalAttentionLayer(query_dim, key_dim, cfg.attention_score)
+        return SyntaxGateAttentionLayer(
+            query_dim, key_dim, key_dim, cfg.attention_score, shared=context == "shared",
+            gate_input=_value(cfg.syntax_gate_input),
+        )
+
+    @property
+    def table3_column(self) -> str:
+        """The model's column in Table 3 (see :data:`fairseq_syntax.syntax.tree_scores.TABLE3_COLUMNS`)."""
+        layer = self.encoder.extensions[0]
+        if isinstance(layer, FlatSelfAttention):
+            kind = "fa"
+        else:
+            kind = "sa"
+        if layer.one_set:
+            return f"{kind}_1set"
+        if getattr(layer, "hard", False):
+            return f"{kind}_hard"
+        return f"{kind}_{'shared' if self.decoder.attention.shared else 'separate'}"
+
+
+def _arch(name: str, doc: str, **settings):
+    def architecture(args):
+        for key, value in settings.items():
+            setattr(args, key, getattr(args, key, value))
+
+    architecture.__name__ = name
+    architecture.__doc__ = doc
+    register_model_architecture("structured_attention_rnn", name)(architecture)
+
+
+_arch("sa_nmt_shared", "SA-NMT (shared): structured self-attention, shared attention, gated.",
+      self_attention="structured", head_selection="soft", syntax_context="shared")
+_arch("sa_nmt", "SA-NMT (not shared): structured self-attention, separate syntax attention.",
+      self_attention="structured", head_selection="soft", syntax_context="separate")
+_arch("sa_nmt_1set", "SA-NMT-1set: structured self-attention folded into one annotation set.",
+      self_attention="structured", head_selection="soft", syntax_context="one_set")
+_arch("sa_nmt_hard", "SA-NMT-hard: greedy hard heads (straight-through), shared attention.",
+      self_attention="structured", head_selection="hard", syntax_context="shared")
+_arch("fa_nmt_shared", "FA-NMT (shared): flat self-attention, shared attention, gated.",
+      self_attention="flat", head_selection="soft", syntax_context="shared")
+_arch("fa_nmt", "FA-NMT (not shared): flat self-attention, separate syntax attention.",
+      self_attention="flat", head_selection="soft", syntax_context="separate")

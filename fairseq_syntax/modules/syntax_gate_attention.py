@@ -1,0 +1,98 @@
+"""Decoder attention over content and syntactic annotations with a syntax gate
+(Tran & Bisk 2018, "Inducing Grammars with and for Neural Machine Translation", §4.2, §6).
+
+:class:`SyntaxGateAttentionLayer` is an attentional layer of the backbone decoder (the
+interface of :class:`~fairseq_syntax.modules.global_attention.GlobalAttentionLayer`)
+for encoders that output two annotation sets, the content ``annotations`` ``x`` and
+the ``syntax_annotations`` ``s`` of a head-word selection layer
+(:mod:`~fairseq_syntax.modules.structured_attention`). At decoder step ``t``, from the
+top decoder state ``h_t``:
+
+* content attention (eqs. 3-4, Luong): ``a_t = softmax(score(h_t, x))``,
+  ``c_t = Σ_j a_tj x_j``;
+* syntactic vector:
+
+  - **shared** (eq. 10, SA-NMT / FA-NMT "shared"): ``d_t = Σ_j a_tj s_j``, the same
+    weights, so attending to a word also attends to its (expected) head;
+  - **separate** (eqs. 13-14, "not shared"): a second Luong attention with its own
+    parameters, ``a'_t = softmax(score'(h_t, s))``, ``d_t = Σ_j a'_tj s_j``;
+
+* syntax gate (eq. 11): ``g_t = σ(W_g h_t + b_g)``, a vector of the size of ``s`` (as in
+  the authors' code; ``gate_input="hidden_context"`` uses ``[h_t; c_t]`` instead);
+* attentional state (eq. 12): ``h̃_t = tanh(W_c [c_t; h_t; g_t ⊙ d_t])``.
+
+The weights returned (``extra["attn"]``, alignments, beam-search attention) are the
+content weights ``a_t``. The gate analysis of §6 (eq. 17) is the norm ``‖g_t‖₂``: set
+``layer.gate_recorder = []`` and every forward step appends its ``g_t`` ``[B, C]``
+(detached) to it (``None``, the default, records nothing).
+"""
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+from .global_attention import LuongScore, attend, masked_softmax
+
+GATE_INPUTS = ("hidden", "hidden_context")
+
+
+class SyntaxGateAttentionLayer(nn.Module):
+    """Content attention plus a gated syntactic vector, shared or separate weights (§4.2).
+
+    Args:
+        query_dim: decoder hidden size (``h_t``).
+        key_dim: size of the content annotations ``x``.
+        syntax_dim: size of the syntactic annotations ``s`` (default ``key_dim``).
+        score: Luong score of both attentions, ``general`` or ``dot``.
+        shared: True for eq. 10 (the content weights), False for eqs. 13-14.
+        gate_input: ``hidden`` (``g_t = σ(W_g h_t + b)``) or ``hidden_context``
+            (``σ(W_g [h_t; c_t] + b)``).
+        output_dim: size of ``h̃_t`` (default ``query_dim``).
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, syntax_dim: Optional[int] = None,
+                 score: str = "general", shared: bool = True, gate_input: str = "hidden",
+                 output_dim: Optional[int] = None):
+        super().__init__()
+        if gate_input not in GATE_INPUTS:
+            raise ValueError(f"gate_input must be one of {GATE_INPUTS}, got {gate_input!r}")
+        syntax_dim = syntax_dim or key_dim
+        self.shared = shared
+        self.gate_input = gate_input
+        self.score = LuongScore(query_dim, key_dim, score)
+        self.syntax_score = None if shared else LuongScore(query_dim, syntax_dim, score)
+        gate_in = query_dim + (key_dim if gate_input == "hidden_context" else 0)
+        self.gate = nn.Linear(gate_in, syntax_dim)
+        self.output_dim = output_dim or query_dim
+        self.combine = nn.Linear(key_dim + query_dim + syntax_dim, self.output_dim, bias=False)
+        self.gate_recorder: Optional[List[Tensor]] = None
+
+    def init_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        if "syntax_annotations" not in encoder_out:
+            raise KeyError(
+                "the encoder output has no 'syntax_annotations': this attention layer needs "
+                "a head-word selection encoder extension with two annotation sets"
+            )
+        state = {"keys": self.score.project(encoder_out["annotations"])}
+        if self.syntax_score is not None:
+            state["syntax_keys"] = self.syntax_score.project(encoder_out["syntax_annotations"])
+        return state
+
+    def forward(
+        self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]
+    ) -> Tuple[Tensor, Tensor, Dict[str, Tensor]]:
+        padding_mask = encoder_out["padding_mask"]
+        weights = masked_softmax(self.score(hidden, state["keys"]), padding_mask)
+        context = attend(weights, encoder_out["annotations"])
+        if self.syntax_score is None:
+            syntax_weights = weights
+        else:
+            syntax_weights = masked_softmax(self.syntax_score(hidden, state["syntax_keys"]), padding_mask)
+        syntax = attend(syntax_weights, encoder_out["syntax_annotations"])
+        gate_in = hidden if self.gate_input == "hidden" else torch.cat([hidden, context], dim=-1)
+        gate = torch.sigmoid(self.gate(gate_in))
+        if self.gate_recorder is not None:
+            self.gate_recorder.append(gate.detach())
+        out = torch.tanh(self.combine(torch.cat([context, hidden, gate * syntax], dim=-1)))
+        return out, weights, state

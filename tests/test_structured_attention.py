@@ -1,0 +1,307 @@
+"""Structured-attention NMT (Tran & Bisk 2018): encoder layers, decoder layers, the six
+architectures through fairseq's command lines, and fairseq-syntax-induced-trees."""
+import sys
+
+import conllu
+import pytest
+import torch
+
+from conftest import generate_args, train_args
+from model_utils import build_model, incremental_log_probs, random_batch
+
+from fairseq_syntax.modules.matrix_tree import dependency_marginals
+from fairseq_syntax.modules.structured_attention import (
+    FlatSelfAttention, StructuredSelfAttention, head_weights, straight_through_heads, word_mask,
+)
+from fairseq_syntax.modules.syntax_gate_attention import SyntaxGateAttentionLayer
+from fairseq_syntax.syntax.dependency import validate_heads
+from fairseq_syntax.syntax.tree_scores import left_branching, read_gold_trees, score_corpus
+
+ARCHS = ["sa_nmt_shared", "sa_nmt", "sa_nmt_1set", "sa_nmt_hard", "fa_nmt_shared", "fa_nmt"]
+COLUMNS = {"sa_nmt_shared": "sa_shared", "sa_nmt": "sa_separate", "sa_nmt_1set": "sa_1set",
+           "sa_nmt_hard": "sa_hard", "fa_nmt_shared": "fa_shared", "fa_nmt": "fa_separate"}
+
+
+def encoder_dict(bsz=3, src_len=7, dim=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([src_len - 2 * (i % 2) - (i // 2) for i in range(bsz)])
+    padding = torch.arange(src_len).unsqueeze(0) >= lengths.unsqueeze(1)
+    x = torch.randn(bsz, src_len, dim, generator=g).masked_fill(padding.unsqueeze(-1), 0)
+    return {"annotations": x, "padding_mask": padding}, lengths
+
+
+# --- encoder layers ----------------------------------------------------------------------
+
+
+def test_word_mask_excludes_padding_and_eos():
+    padding = torch.tensor([[False] * 4, [False, False, True, True], [False, True, True, True]])
+    assert word_mask(padding).tolist() == [
+        [True, True, True, False], [True, False, False, False], [False] * 4,
+    ]
+
+
+@pytest.mark.parametrize("layer_cls,kwargs", [
+    (StructuredSelfAttention, {}), (StructuredSelfAttention, {"hard": True}),
+    (FlatSelfAttention, {}), (StructuredSelfAttention, {"one_set": True}),
+])
+def test_marginals_mask_padding(layer_cls, kwargs):
+    torch.manual_seed(0)
+    layer = layer_cls(8, 6, **kwargs).eval()
+    enc, lengths = encoder_dict()
+    key = "annotations" if kwargs.get("one_set") else "syntax_annotations"
+    with torch.no_grad():
+        batch = layer(dict(enc))
+        for b, n in enumerate(lengths.tolist()):
+            alone = layer({k: v[b:b + 1, :n] for k, v in enc.items()})
+            torch.testing.assert_close(batch[key][b, :n], alone[key][0], atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(batch["head_marginals"][b, :n, :n], alone["head_marginals"][0])
+            torch.testing.assert_close(batch["root_marginals"][b, :n], alone["root_marginals"][0])
+            # padding and eos are outside the tree: zero marginals, zero syntax annotation
+            assert batch["head_marginals"][b, n - 1:].abs().sum() == 0
+            assert batch["head_marginals"][b, :, n - 1:].abs().sum() == 0
+            assert batch["root_marginals"][b, n - 1:].abs().sum() == 0
+            if key == "syntax_annotations":
+                assert batch[key][b, n - 1:].abs().sum() == 0
+            # every word has one head or the root
+            total = batch["head_marginals"][b].sum(0) + batch["root_marginals"][b]
+            torch.testing.assert_close(total[: n - 1], torch.ones(n - 1))
+
+
+def test_syntax_annotation_is_the_expected_head():
+    torch.manual_seed(1)
+    layer = StructuredSelfAttention(8).eval()
+    enc, lengths = encoder_dict(bsz=1)
+    with torch.no_grad():
+        out = layer(dict(enc))
+        values = layer.value(enc["annotations"])[0]
+    head, root = out["head_marginals"][0], out["root_marginals"][0]
+    n = int(lengths[0]) - 1
+    for m in range(n):
+        expected = sum(head[h, m] * values[h] for h in range(n) if h != m) + root[m] * values[m]
+        torch.testing.assert_close(out["syntax_annotations"][0, m], expected, atol=1e-6, rtol=1e-5)
+
+
+def test_flat_attention_reports_self_weight_as_root():
+    torch.manual_seed(2)
+    layer = FlatSelfAttention(8).eval()
+    enc, lengths = encoder_dict(bsz=1)
+    with torch.no_grad():
+        out = layer(dict(enc))
+        q, k = layer.query(enc["annotations"]), layer.key(enc["annotations"])
+    n = int(lengths[0]) - 1
+    scores = (q[0, :n] @ k[0, :n].T) * layer.scale
+    expected = torch.softmax(scores, dim=-1)  # [m, h]
+    torch.testing.assert_close(out["root_marginals"][0, :n], expected.diagonal())
+    torch.testing.assert_close(out["head_marginals"][0, :n, :n],
+                               (expected - torch.diag(expected.diagonal())).T)
+
+
+def test_hard_heads_are_one_hot_with_straight_through_gradients():
+    torch.manual_seed(3)
+    n = 5
+    head_scores = torch.randn(2, n, n, requires_grad=True)
+    root_scores = torch.randn(2, n, requires_grad=True)
+    mask = torch.tensor([[True] * n, [True, True, True, False, False]])
+    head, root = dependency_marginals(head_scores, root_scores, mask)
+    soft = head_weights(head, root)
+    hard = straight_through_heads(soft, mask)
+    # forward: one-hot rows at the most probable head (the diagonal = root); zero non-word rows
+    assert set(hard.detach().unique().tolist()) <= {0.0, 1.0}
+    assert hard.detach().sum(-1).tolist() == [[1.0] * n, [1, 1, 1, 0, 0]]
+    assert torch.equal(hard.detach().argmax(-1)[mask], soft.detach().argmax(-1)[mask])
+    values = torch.randn(2, n, 4)
+    (torch.bmm(hard, values) * torch.randn(2, n, 4)).sum().backward()
+    assert head_scores.grad.abs().sum() > 0 and root_scores.grad.abs().sum() > 0
+
+
+def test_sa_nmt_hard_forward_uses_one_hot_heads_and_trains_the_scores():
+    model = build_model("sa_nmt_hard", dropout=0.0).train()
+    src, lengths, prev = random_batch(model)
+    layer = model.encoder.extensions[0]
+    encoder_out = model.encoder(src, lengths)
+    # the syntactic annotation of each word is exactly the value of one position
+    values = layer.value(encoder_out["annotations"]).detach()
+    weights = head_weights(encoder_out["head_marginals"], encoder_out["root_marginals"]).detach()
+    picked = torch.gather(values, 1, weights.argmax(-1, keepdim=True).expand_as(values))
+    mask = word_mask(encoder_out["padding_mask"])
+    torch.testing.assert_close(encoder_out["syntax_annotations"][mask], picked[mask])
+    logits, _ = model.decoder(prev, encoder_out=encoder_out)
+    logits.sum().backward()
+    for param in (layer.query.weight, layer.key.weight, layer.root_query):
+        assert param.grad is not None and param.grad.abs().sum() > 0
+
+
+def test_flat_hard_is_refused():
+    with pytest.raises(ValueError, match="structured"):
+        build_model("fa_nmt", head_selection="hard")
+
+
+# --- decoder layer -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_gate_layer_shares_or_separates_weights_and_records_gates(shared):
+    torch.manual_seed(4)
+    layer = SyntaxGateAttentionLayer(6, 8, shared=shared).eval()
+    enc, _ = encoder_dict(bsz=2)
+    enc["syntax_annotations"] = torch.randn(2, 7, 8)
+    state = layer.init_state(enc)
+    assert ("syntax_keys" in state) is not shared
+    layer.gate_recorder = []
+    hidden = torch.randn(2, 6)
+    out, weights, _ = layer(hidden, enc, state)
+    (gate,) = layer.gate_recorder
+    assert gate.shape == (2, 8) and bool(((gate > 0) & (gate < 1)).all())
+    assert out.shape == (2, 6) and torch.allclose(weights.sum(-1), torch.ones(2))
+    # the syntactic vector: content weights if shared, the second attention if not
+    syntax_weights = weights if shared else torch.softmax(
+        layer.syntax_score(hidden, state["syntax_keys"]).masked_fill(enc["padding_mask"], -1e9), -1)
+    syntax = torch.bmm(syntax_weights.unsqueeze(1), enc["syntax_annotations"]).squeeze(1)
+    context = torch.bmm(weights.unsqueeze(1), enc["annotations"]).squeeze(1)
+    expected = torch.tanh(layer.combine(torch.cat([context, hidden, gate * syntax], -1)))
+    torch.testing.assert_close(out, expected)
+
+
+# --- whole models ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_incremental_decoding_equals_full_forward_after_reorder(arch):
+    model = build_model(arch, decoder_layers=2)
+    assert model.table3_column == COLUMNS[arch]
+    src, lengths, prev = random_batch(model, bsz=4)
+    order = torch.tensor([2, 2, 0, 3])
+    with torch.no_grad():
+        full = torch.log_softmax(model(src[order], lengths[order], prev[order])[0], dim=-1)
+        step = incremental_log_probs(model, model.encoder(src, lengths), prev,
+                                     reorder=order, reorder_at=3)
+        plain = torch.log_softmax(model(src, lengths, prev)[0], dim=-1)
+        step_plain = incremental_log_probs(model, model.encoder(src, lengths), prev)
+    assert torch.allclose(full, step, atol=1e-5)
+    assert torch.allclose(plain, step_plain, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["sa_nmt_shared", "fa_nmt"])
+def test_padding_does_not_change_a_sentence(arch):
+    model = build_model(arch)
+    src, lengths, prev = random_batch(model, bsz=3)
+    n = int(lengths[2])
+    with torch.no_grad():
+        batch = model.encoder(src, lengths)
+        alone = model.encoder(src[2:, :n], lengths[2:])
+        for key in ("syntax_annotations", "root_marginals"):
+            torch.testing.assert_close(batch[key][2, :n], alone[key][0], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(batch["head_marginals"][2, :n, :n], alone["head_marginals"][0],
+                                   atol=1e-6, rtol=1e-5)
+
+
+# --- command lines -----------------------------------------------------------------------
+
+
+def run_fairseq(main_module, argv, monkeypatch):
+    """Run a fairseq console script's entry point (fairseq_cli.X:cli_main) with ``argv``
+    in-process, as the console script does, without a new interpreter per call."""
+    monkeypatch.setattr(sys, "argv", [str(a) for a in argv])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models; the machine is shared
+    try:
+        main_module.cli_main()
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(synthetic_databin, tmp_path_factory):
+    """Train each architecture once (a few updates), on demand."""
+    from fairseq_cli import train
+
+    cache = {}
+
+    def get(arch):
+        if arch not in cache:
+            save = tmp_path_factory.mktemp(arch)
+            with pytest.MonkeyPatch.context() as mp:
+                run_fairseq(train, train_args(synthetic_databin, save, arch, updates=3), mp)
+            cache[arch] = save / "checkpoint_last.pt"
+            assert cache[arch].exists()
+        return cache[arch]
+
+    return get
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_each_variant_trains_and_decodes_through_the_command_lines(
+        arch, checkpoints, synthetic_databin, synthetic_raw, monkeypatch, capsys):
+    from fairseq_cli import generate
+
+    n_test = len((synthetic_raw / "test.en").read_text(encoding="utf-8").splitlines())
+
+    checkpoint = checkpoints(arch)
+    capsys.readouterr()
+    run_fairseq(generate, generate_args(synthetic_databin, checkpoint, ["--max-len-b", "12"]),
+                monkeypatch)
+    out = capsys.readouterr().out
+    hypotheses = [line for line in out.splitlines() if line.startswith("H-")]
+    assert sorted(int(h.split("\t")[0][2:]) for h in hypotheses) == list(range(n_test))
+
+
+def test_induced_trees_cli_writes_conllu_and_prints_table3(
+        checkpoints, synthetic_databin, synthetic_raw, tmp_path, capsys):
+    from fairseq_syntax.cli.induced_trees import main
+
+    archs = ["sa_nmt_shared", "sa_nmt_hard", "fa_nmt"]
+    paths = [checkpoints(a) for a in archs]
+    gold_path = synthetic_raw / "test.en.conllu"
+    template = tmp_path / "{arch}.conllu"
+    argv = [str(synthetic_databin), "--gen-subset", "test", "--output", str(template),
+            "--gold", str(gold_path), "--cpu"]
+    for path in paths:
+        argv += ["--path", str(path)]
+    capsys.readouterr()
+    main(argv)
+    out = capsys.readouterr().out
+    gold = read_gold_trees(str(gold_path))
+    for arch in archs:
+        with open(tmp_path / f"{arch}.conllu", encoding="utf-8") as f:
+            sentences = list(conllu.parse_incr(f))
+        assert len(sentences) == len(gold) > 0
+        for sentence, tree in zip(sentences, gold):
+            assert [t["form"] for t in sentence] == tree.words
+            heads = [t["head"] - 1 for t in sentence]
+            validate_heads(heads)  # one root, no cycle
+    # the Table 3 layout: groups, columns, one row with the filled columns and baselines
+    lines = out.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.split() == ["FA", "SA", "Baseline"])
+    assert lines[i + 1].split() == ["no-shared", "shared", "no-shared", "shared", "hard",
+                                    "L", "R", "Un"]
+    row = lines[i + 2].split()
+    assert row[:2] == ["EN", "(VF)"] and len(row) == 2 + 8
+    filled = [cell != "-" for cell in row[2:7]]
+    assert filled == [True, False, False, True, True]  # fa no-shared, sa shared, sa hard
+    left = score_corpus([left_branching(len(t.heads)) for t in gold], gold).left
+    assert row[7] == f"{left.directed_accuracy:04.1f}"
+    assert row[9] == f"{left.undirected_accuracy:04.1f}"
+
+
+def test_induced_trees_cli_gate_analysis(checkpoints, synthetic_databin, synthetic_raw, tmp_path):
+    from fairseq_syntax.cli.induced_trees import main
+
+    n_test = len((synthetic_raw / "test.en").read_text(encoding="utf-8").splitlines())
+
+    gates, png = tmp_path / "gates.tsv", tmp_path / "gates.png"
+    main([str(synthetic_databin), "--path", str(checkpoints("sa_nmt_shared")), "--cpu",
+          "--gate-out", str(gates), "--gate-heatmap", str(png), "--heatmap-sentences", "3",
+          "--max-len-b", "8", "--beam", "2"])
+    blocks = gates.read_text(encoding="utf-8").strip("\n").split("\n\n")
+    assert len(blocks) == n_test
+    dim = 2 * 16  # the gate has the size of the syntactic annotations
+    for k, block in enumerate(blocks):
+        lines = block.split("\n")
+        assert lines[0] == f"# id = {k}"
+        rows = [line.split("\t") for line in lines if not line.startswith("#")]
+        assert rows[-1][0] == "</s>" and 1 <= len(rows) <= 9
+        assert all(0 < float(norm) < dim ** 0.5 for _, norm in rows)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit, match="no syntax gate"):
+        main([str(synthetic_databin), "--path", str(checkpoints("sa_nmt_1set")), "--cpu",
+              "--gate-out", str(tmp_path / "x.tsv"), "--max-len-b", "4"])

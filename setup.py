@@ -26,6 +26,7 @@ setup(
         "conllu>=4.5,<7",
         "spacy>=3.8,<3.9",
         "tqdm>=4.60",
+        "matplotlib>=3.7,<4",  # heatmaps of look-ahead attention and syntax gates
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6.80"],
@@ -36,6 +37,9 @@ setup(
             "fairseq-syntax-synthetic = fairseq_syntax.data.synthetic_corpus:main",
             "fairseq-syntax-score-agreement = fairseq_syntax.data.synthetic_corpus:score_main",
             "fairseq-syntax-user-dir = fairseq_syntax.user_dir:main",
+            "fairseq-syntax-score-alignments = fairseq_syntax.cli.score_alignments:main",
+            "fairseq-syntax-lookahead-heatmap = fairseq_syntax.cli.lookahead_heatmap:main",
+            "fairseq-syntax-induced-trees = fairseq_syntax.cli.induced_trees:main",
         ],
     },
 )

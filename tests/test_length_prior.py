@@ -61,7 +61,7 @@ def test_prior_is_added_to_finished_hypotheses_and_changes_the_choice():
     eos = 2
     model = fixed_distribution_model({4: 0.5, 5: 0.3, eos: 0.2})
     tgt_dict = model.decoder.dictionary
-    src, lengths, _ = random_batch(model, bsz=2)
+    src, lengths, _ = random_batch(model, bsz=1)
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
     src_lens = (src.ne(eos) & src.ne(tgt_dict.pad())).sum(1).tolist()
     options = dict(beam_size=5, max_len_b=12, normalize_scores=False)

@@ -7,7 +7,13 @@ Example::
 
 reads ``corpus/train.de``, ``corpus/train.en``, ``corpus/train.de.conllu`` and
 ``corpus/train.align`` (and the same for ``valid``), and writes a fairseq data-bin with
-the syntax side-files, ``spm.model`` and ``syntax_manifest.json``.
+the syntax side-files, ``spm.model`` and ``syntax_manifest.json``. With a spaCy parser
+and eflomal instead of given parses and alignments::
+
+    fairseq-syntax-preprocess -s en -t de --trainpref corpus/train --validpref corpus/val \\
+        --parser en_core_web_sm --align eflomal --workers 2 --destdir data-bin/en-de
+
+parses ``corpus/train.en`` (cached in ``corpus/train.en.conllu``) and aligns train + val.
 """
 import argparse
 import logging
@@ -45,12 +51,37 @@ def get_parser() -> argparse.ArgumentParser:
                         help="comma-separated test file prefixes (written as test, test1, ...)")
     parser.add_argument("--parse-suffix", default="conllu", metavar="SUFFIX",
                         help="source parses are read from {pref}.SRC.SUFFIX, CoNLL-U, one tree "
-                             "per text line whose words equal the line's tokens "
-                             "(default: %(default)s)")
+                             "per text line whose words equal the line's tokens; with --parser "
+                             "they are written there (default: %(default)s)")
+    parser.add_argument("--parser", default=None, metavar="NAME_OR_PATH",
+                        help="parse the source with this spaCy pipeline (an installed name such "
+                             "as en_core_web_sm, or a folder saved with nlp.to_disk) instead of "
+                             "reading CoNLL-U: one tree per line over the line's whitespace "
+                             "tokens (sentence starts preset), only the parser and its tok2vec "
+                             "run; the parses are written as CoNLL-U to {pref}.SRC.SUFFIX (or "
+                             "into --parse-cache) and reused by a later run with the same "
+                             "parser and text; recorded in the manifest for fairseq-interactive")
+    parser.add_argument("--parse-cache", default=None, metavar="DIR",
+                        help="with --parser: write/reuse the CoNLL-U parses in DIR "
+                             "({basename(pref)}.SRC.SUFFIX) instead of next to the text")
+    parser.add_argument("--parse-batch-size", type=int, default=256, metavar="N",
+                        help="with --parser: sentences per spaCy batch (default: %(default)s)")
+    parser.add_argument("--source-tokenization", default="whitespace",
+                        choices=["whitespace", "parser"],
+                        help="how the source text was tokenised, recorded in the manifest so "
+                             "that fairseq-interactive splits raw input the same way: "
+                             "'parser' (by the --parser pipeline's own tokenizer, as "
+                             "examples/multi30k/prepare.sh does) or 'whitespace' (raw input is "
+                             "given tokenised) (default: %(default)s)")
     parser.add_argument("--align-suffix", default=None, metavar="SUFFIX",
                         help="word alignments (Pharaoh i-j, 0-based, source-target) at "
                              "{pref}.SUFFIX; required for train when given, optional for "
                              "valid/test")
+    parser.add_argument("--align", default=None, choices=["eflomal"],
+                        help="compute the word alignments instead of reading them: eflomal "
+                             "in both directions over the train and valid splits together "
+                             "(their whitespace tokens), symmetrised with grow-diag-final-and; "
+                             "test splits are not aligned; runs while the parser parses")
     parser.add_argument("--spm-model", default=None, metavar="FILE",
                         help="an existing sentencepiece model; without it one joint model is "
                              "trained on the train source + target text")
@@ -70,7 +101,8 @@ def get_parser() -> argparse.ArgumentParser:
                         help="the data-bin folder to write; it is created only when "
                              "everything succeeded")
     parser.add_argument("--workers", type=int, default=1,
-                        help="number of processes for fairseq's binariser (default: %(default)s)")
+                        help="number of processes for spaCy parsing (--parser), fairseq's "
+                             "binariser and sentencepiece training (default: %(default)s)")
     parser.add_argument("--force", action="store_true",
                         help="replace an existing non-empty --destdir (the old folder stays "
                              "untouched until the new one is complete)")
@@ -90,6 +122,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error("--workers must be at least 1")
     if args.vocab_size < 1:
         parser.error("--vocab-size must be at least 1")
+    if args.align and args.align_suffix:
+        parser.error("--align and --align-suffix exclude each other: compute the alignments "
+                     "or read them")
+    if args.parse_cache and not args.parser:
+        parser.error("--parse-cache needs --parser")
+    if args.parse_batch_size < 1:
+        parser.error("--parse-batch-size must be at least 1")
+    if args.source_tokenization == "parser" and not args.parser:
+        parser.error("--source-tokenization parser needs --parser")
     if argv is None:  # run as a program: log to stdout like fairseq's own commands
         logging.basicConfig(
             format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",

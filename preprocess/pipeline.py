@@ -1,9 +1,13 @@
-"""The preprocessing pipeline: text + CoNLL-U parses (+ alignments) -> fairseq data-bin.
+"""The preprocessing pipeline: text + parses (+ alignments) -> fairseq data-bin.
 
 Steps (nothing is written to ``--destdir`` unless all of them succeed):
 
 1. read and validate every input file of every split (UTF-8, no empty lines, equal line
-   counts, parse words == text tokens, trees valid, alignment indices in range);
+   counts, parse words == text tokens, trees valid, alignment indices in range); with
+   ``--parser`` the source is parsed with spaCy instead (:mod:`.spacy_parse`; the parses
+   are cached as CoNLL-U), and with ``--align eflomal`` the train and valid splits are
+   aligned by eflomal in a background thread while the parser runs
+   (:mod:`.eflomal_align`);
 2. train (or load) a sentencepiece model; encode source words one by one and the target
    sentence as a whole; project heads and alignments onto subwords; binarise the trees;
 3. write the subword text to a work folder and run fairseq's own ``preprocess.main`` on
@@ -35,6 +39,8 @@ from fairseq_syntax.syntax.pharaoh import (
     project_alignment_to_subwords,
 )
 from fairseq_syntax.syntax.text_io import read_text_lines
+
+from .eflomal_align import SYMMETRISATION, BackgroundAlignment, eflomal_version
 
 logger = logging.getLogger("fairseq_syntax_preprocess")
 
@@ -81,8 +87,9 @@ class SplitData:
     files: SplitFiles
     source: List[List[str]]
     target: List[List[str]]
-    trees: List[ParsedSentence]
+    trees: Optional[List[ParsedSentence]]  # None until parsed (--parser)
     alignments: Optional[List[List[Tuple[int, int]]]]
+    parse_reused: Optional[bool] = None  # --parser: whether the CoNLL-U cache was reused
 
 
 @dataclass
@@ -114,13 +121,18 @@ def split_files(args) -> List[SplitFiles]:
     out = []
     for name, prefix in named:
         align = f"{prefix}.{args.align_suffix}" if args.align_suffix else None
+        parse = f"{prefix}.{src}.{args.parse_suffix}"
+        if getattr(args, "parser", None):
+            from .spacy_parse import cache_path
+
+            parse = cache_path(prefix, src, args.parse_suffix, args.parse_cache)
         out.append(
             SplitFiles(
                 name=name,
                 prefix=prefix,
                 source=f"{prefix}.{src}",
                 target=f"{prefix}.{tgt}",
-                parse=f"{prefix}.{src}.{args.parse_suffix}",
+                parse=parse,
                 align=align,
             )
         )
@@ -169,10 +181,13 @@ def _check_words(files: SplitFiles, k: int, tokens: List[str], tree: ParsedSente
     )
 
 
-def load_split(files: SplitFiles, align_required: bool) -> SplitData:
-    """Read and cross-check one split's text, parse and alignment files."""
-    for path, what in ((files.source, "source text"), (files.target, "target text"),
-                       (files.parse, "source parse")):
+def load_split(files: SplitFiles, align_required: bool, read_parse: bool = True) -> SplitData:
+    """Read and cross-check one split's text, parse and alignment files (without
+    ``read_parse`` the parse is left to :func:`parse_split`)."""
+    needed = [(files.source, "source text"), (files.target, "target text")]
+    if read_parse:
+        needed.append((files.parse, "source parse"))
+    for path, what in needed:
         if not os.path.isfile(path):
             raise SyntaxInputError(f"{what} file not found (split {files.name})", path)
     align_path = files.align
@@ -188,13 +203,15 @@ def load_split(files: SplitFiles, align_required: bool) -> SplitData:
     source = [line.split() for line in read_text_lines(files.source)]
     target = [line.split() for line in read_text_lines(files.target)]
     _check_count(files.source, len(source), "lines", files.target, len(target), "lines")
-    trees = read_conllu_trees(files.parse)
-    _check_count(
-        files.source, len(source), "lines", files.parse, len(trees), "sentences",
-        line_of_b=lambda k: trees[k].line,
-    )
-    for k, (tokens, tree) in enumerate(zip(source, trees)):
-        _check_words(files, k, tokens, tree)
+    trees = None
+    if read_parse:
+        trees = read_conllu_trees(files.parse)
+        _check_count(
+            files.source, len(source), "lines", files.parse, len(trees), "sentences",
+            line_of_b=lambda k: trees[k].line,
+        )
+        for k, (tokens, tree) in enumerate(zip(source, trees)):
+            _check_words(files, k, tokens, tree)
     if not source:
         raise SyntaxInputError(f"no sentences (split {files.name})", files.source)
 
@@ -211,6 +228,31 @@ def load_split(files: SplitFiles, align_required: bool) -> SplitData:
     files = SplitFiles(files.name, files.prefix, files.source, files.target, files.parse,
                        align_path)
     return SplitData(files, source, target, trees, alignments)
+
+
+def parse_split(data: SplitData, parser, workers: int, batch_size: int) -> None:
+    """Parse one split's source with spaCy (or reuse its CoNLL-U cache): ``data.trees``."""
+    from .spacy_parse import parse_with_cache
+
+    try:
+        trees, reused = parse_with_cache(
+            parser, data.files.source, data.source, data.files.parse, workers=workers,
+            batch_size=batch_size, desc=f"parse {data.files.name}",
+        )
+    except ValueError as err:
+        if isinstance(err, SyntaxInputError):
+            raise
+        raise SyntaxInputError(f"parsing failed: {err}", data.files.source) from None
+    for k, tree in enumerate(trees):
+        _check_words(data.files, k, data.source[k], tree)
+    data.trees = trees
+    data.parse_reused = reused
+
+
+def eflomal_splits(splits: Sequence[SplitData]) -> List[SplitData]:
+    """The splits ``--align eflomal`` aligns: train and every valid split (one eflomal run
+    over their concatenation); test splits are not aligned."""
+    return [d for d in splits if not d.files.name.startswith("test")]
 
 
 # --------------------------------------------------------------------------- subwords
@@ -253,15 +295,34 @@ def _check_pieces(pieces: List[str], path: str, line: int, what: str) -> None:
             )
 
 
+def _encode_words(sp, sentences: Sequence[Sequence[str]]) -> List[List[List[str]]]:
+    """Every word of every sentence encoded by itself, in one batched sentencepiece call."""
+    flat = [w for words in sentences for w in words]
+    pieces = sp.encode(flat, out_type=str)
+    out, start = [], 0
+    for words in sentences:
+        out.append(pieces[start:start + len(words)])
+        start += len(words)
+    return out
+
+
 def encode_split(data: SplitData, sp) -> EncodedSplit:
-    """Encode one split with sentencepiece and project its trees and alignments."""
+    """Encode one split with sentencepiece and project its trees and alignments.
+
+    sentencepiece runs in batch (all source words, all target sentences, and with
+    alignments all target words, each in one call); the projection loops per sentence.
+    """
     files = data.files
     out = EncodedSplit(name=files.name)
     if data.alignments is not None:
         out.align_lines = []
-    for k in tqdm(range(len(data.source)), desc=files.name, unit="sent"):
+    all_src_pieces = _encode_words(sp, data.source)
+    all_flat_tgt = sp.encode([" ".join(t) for t in data.target], out_type=str)
+    all_tgt_word_pieces = (_encode_words(sp, data.target)
+                           if data.alignments is not None else None)
+    for k in tqdm(range(len(data.source)), desc=files.name, unit="sent", mininterval=1.0):
         words, tree = data.source[k], data.trees[k]
-        src_pieces = sp.encode(words, out_type=str)
+        src_pieces = all_src_pieces[k]
         counts = [len(p) for p in src_pieces]
         for i, c in enumerate(counts):
             if c == 0:
@@ -276,8 +337,8 @@ def encode_split(data: SplitData, sp) -> EncodedSplit:
         tgt_words = data.target[k]
         tgt_pieces_per_word = None
         if data.alignments is not None:
-            tgt_pieces_per_word = sp.encode(tgt_words, out_type=str)
-        flat_tgt = sp.encode(" ".join(tgt_words), out_type=str)
+            tgt_pieces_per_word = all_tgt_word_pieces[k]
+        flat_tgt = all_flat_tgt[k]
         _check_pieces(flat_tgt, files.target, k + 1, "target")
 
         try:
@@ -399,17 +460,51 @@ def length_counts(split: EncodedSplit) -> Dict[str, Dict[str, int]]:
     return nested
 
 
+def parse_record(args, splits: Sequence[SplitData], parser=None) -> dict:
+    """The manifest's ``parse`` entry: CoNLL-U files given, or the spaCy parser used
+    (``fairseq-interactive`` parses raw input with the same one)."""
+    record = {
+        "kind": "spacy" if parser is not None else "conllu",
+        "files": [os.path.abspath(s.files.parse) for s in splits],
+    }
+    if parser is not None:
+        from dataclasses import asdict
+
+        record["parser"] = asdict(parser.info)
+        record["cache_reused"] = {s.files.name: bool(s.parse_reused) for s in splits}
+        record["one_tree_per_line"] = (
+            "Doc(words=line.split(), sent_starts=[True] + [False] * (n - 1)); only the "
+            "parser and the components it listens to run"
+        )
+    return record
+
+
+def alignment_record(args, splits: Sequence[SplitData]) -> Optional[dict]:
+    """The manifest's ``alignments`` entry (None without alignments)."""
+    if getattr(args, "align", None) == "eflomal":
+        return {
+            "kind": "eflomal",
+            "eflomal_version": eflomal_version(),
+            "symmetrisation": SYMMETRISATION,
+            "splits": [d.files.name for d in eflomal_splits(splits)],
+            "note": "one eflomal run over the concatenated train and valid splits "
+                    "(whitespace tokens; eflomal lowercases), both directions, no seed",
+        }
+    if args.align_suffix:
+        return {"kind": "pharaoh", "suffix": args.align_suffix}
+    return None
+
+
 def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[EncodedSplit],
-                   sp, spm_source: str, trained: bool) -> dict:
+                   sp, spm_source: str, trained: bool, parser=None) -> dict:
     """The manifest recording how the side-files were made."""
     return {
         "format_version": FORMAT_VERSION,
         "source_lang": args.source_lang,
         "target_lang": args.target_lang,
-        "parse": {
-            "kind": "conllu",
-            "files": [os.path.abspath(s.files.parse) for s in splits],
-        },
+        "parse": parse_record(args, splits, parser),
+        "source_tokenization": getattr(args, "source_tokenization", None) or "whitespace",
+        "alignments": alignment_record(args, splits),
         "spm_model": SPM_MODEL_NAME,
         "spm_vocab_size": int(sp.get_piece_size()),
         "spm": {
@@ -420,7 +515,8 @@ def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[EncodedS
         },
         "projection": PROJECTION_RULE,
         "binarisation": BINARISATION_RULE,
-        "alignment_projection": ALIGNMENT_RULE if args.align_suffix else None,
+        "alignment_projection": (ALIGNMENT_RULE
+                                 if any(e.align_lines is not None for e in encoded) else None),
         "side_files": {
             "heads": "{split}.{src}-{tgt}.{src}.heads",
             "tree": "{split}.{src}-{tgt}.{src}.tree",
@@ -499,14 +595,38 @@ def run(args) -> None:
     if args.spm_model is not None and not os.path.isfile(args.spm_model):
         raise SyntaxInputError("sentencepiece model (--spm-model) not found", args.spm_model)
 
-    # 1. read and validate everything
+    # 1. read and validate everything; parse (--parser) while eflomal aligns (--align)
     files = split_files(args)
-    splits = [load_split(f, align_required=(f.name == "train")) for f in files]
+    use_parser = bool(getattr(args, "parser", None))
+    splits = [load_split(f, align_required=(f.name == "train"), read_parse=not use_parser)
+              for f in files]
+    aligner = None
+    if getattr(args, "align", None) == "eflomal":
+        to_align = eflomal_splits(splits)
+        logger.info("aligning %s with eflomal (both directions, %s) in the background",
+                    " + ".join(d.files.name for d in to_align), SYMMETRISATION)
+        aligner = BackgroundAlignment(
+            [w for d in to_align for w in d.source], [w for d in to_align for w in d.target]
+        )
+    parser = None
+    if use_parser:
+        from .spacy_parse import SpacyParser
+
+        parser = SpacyParser(args.parser)
+        for data in splits:
+            parse_split(data, parser, args.workers, args.parse_batch_size)
+    if aligner is not None:
+        links = aligner.result()[0]
+        start = 0
+        for data in eflomal_splits(splits):
+            data.alignments = links[start:start + len(data.source)]
+            start += len(data.source)
     for data in splits:
         logger.info(
-            "%s: %d sentence pairs, parses from %s%s", data.files.name, len(data.source),
-            data.files.parse,
-            f", alignments from {data.files.align}" if data.alignments is not None else "",
+            "%s: %d sentence pairs, parses %s %s%s", data.files.name, len(data.source),
+            "cached in" if use_parser else "from", data.files.parse,
+            (f", alignments from {data.files.align or 'eflomal'}"
+             if data.alignments is not None else ""),
         )
 
     parent = os.path.dirname(os.path.abspath(destdir))
@@ -550,7 +670,7 @@ def run(args) -> None:
         spm_source = (os.path.abspath(args.spm_model) if not trained
                       else "trained on " + " + ".join(
                           os.path.abspath(p) for p in (splits[0].files.source, splits[0].files.target)))
-        manifest = build_manifest(args, splits, encoded, sp, spm_source, trained)
+        manifest = build_manifest(args, splits, encoded, sp, spm_source, trained, parser)
         from fairseq_syntax.data.side_files import MANIFEST
 
         with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as f:

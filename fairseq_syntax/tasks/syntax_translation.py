@@ -2,6 +2,7 @@
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Optional
 
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
@@ -63,6 +64,21 @@ class SyntaxTranslationConfig(TranslationConfig):
         metadata={"help": "pseudo-count k of the length prior's Gaussian backoff: "
                   "p(m|n) = (c(n,m) + k g(m|n)) / (c(n) + k)"},
     )
+    raw_input_parser: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "fairseq-interactive: the spaCy pipeline (name or folder) that parses raw "
+            "input; default: the one recorded in the data-bin's syntax_manifest.json"
+        },
+    )
+    raw_input_tokenizer: str = field(
+        default="auto",
+        metadata={
+            "help": "fairseq-interactive: how raw input is split into words before subwords: "
+            "'parser' (the spaCy pipeline's tokenizer), 'whitespace' (input is tokenised), "
+            "'auto' (as the data-bin's manifest records for the training text)"
+        },
+    )
 
 
 @register_task("syntax_translation", dataclass=SyntaxTranslationConfig)
@@ -80,6 +96,9 @@ class SyntaxTranslationTask(TranslationTask):
     def __init__(self, cfg, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
         self.model_inputs = set()
+        self._raw_processor = None  # fairseq-interactive: words, subwords, parses of raw input
+        self._raw_batch = None  # the raw lines last prepared (RawInputBatch)
+        self._bpe_given = False
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
@@ -142,13 +161,80 @@ class SyntaxTranslationTask(TranslationTask):
             models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
         )
 
-    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
-        missing = self.syntax_inputs - {"alignments"}
-        if missing:
-            raise ValueError(
-                f"this model needs source syntax ({', '.join(sorted(missing))}) that raw "
-                "input does not carry; translate a preprocessed split with fairseq-generate"
+    # ------------------------------------------------------------------ raw input
+    # fairseq-interactive: raw lines -> words -> subwords -> parse -> side tensors
+    # (fairseq_syntax/data/raw_input.py explains the steps and the hooks).
+
+    @property
+    def inference_syntax(self):
+        """The side inputs a model needs at inference (alignments are never needed)."""
+        return self.syntax_inputs - {"alignments"}
+
+    def raw_input_processor(self):
+        if self._raw_processor is None:
+            from fairseq_syntax.data.raw_input import RawInputProcessor
+
+            self._raw_processor = RawInputProcessor(
+                self.cfg.data.split(os.pathsep)[0], parser=self.cfg.raw_input_parser,
+                tokenization=self.cfg.raw_input_tokenizer,
             )
+        return self._raw_processor
+
+    def build_bpe(self, args):
+        bpe = super().build_bpe(args)
+        self._bpe_given = bpe is not None
+        return bpe
+
+    def get_interactive_tokens_and_lengths(self, lines, encode_fn):
+        """Raw lines -> token ids, keeping each line's words, subword groups and (when the
+        model needs syntax) its parse for :meth:`build_dataset_for_inference` and
+        :meth:`inference_step`. Without ``--bpe`` the data-bin's ``spm.model`` encodes
+        the words, as in preprocessing."""
+        from fairseq_syntax.data.raw_input import RawInputBatch
+
+        processor = self.raw_input_processor()
+        sources = processor.encode(lines, self.source_dictionary,
+                                   encode_fn if self._bpe_given else None)
+        if self.inference_syntax:
+            processor.parse(sources)
+        self._raw_batch = RawInputBatch(sources)
+        tokens = [s.tokens for s in sources]
+        return tokens, [t.numel() for t in tokens]
+
+    def _raw_sources(self, src_tokens):
+        """The prepared raw line of each row of ``src_tokens`` (None where unknown)."""
+        if self._raw_batch is None:
+            return None
+        pad = self.source_dictionary.pad()
+        return [self._raw_batch.lookup(row, pad) for row in src_tokens]
+
+    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
+        wanted = self.inference_syntax
+        side = {}
+        if wanted:
+            sources = self._raw_sources(src_tokens)
+            if sources is None or any(s is None or s.heads is None for s in sources):
+                # not prepared by get_interactive_tokens_and_lengths (e.g. the hub
+                # interface): recover the words from the subword tokens and parse them
+                from fairseq_syntax.data.raw_input import RawInputBatch
+
+                processor = self.raw_input_processor()
+                lines = [self.source_dictionary.string(t[t.ne(self.source_dictionary.eos())],
+                                                       "sentencepiece") for t in src_tokens]
+                sources = processor.encode(lines, self.source_dictionary)
+                for source, tokens in zip(sources, src_tokens):
+                    if source.tokens.tolist() != list(tokens.tolist()):
+                        raise ValueError(
+                            "this model needs source syntax, and raw input is parsed from "
+                            "words; pass the input through fairseq-interactive (or encode "
+                            "it with the data-bin's spm.model)"
+                        )
+                processor.parse(sources)
+                self._raw_batch = RawInputBatch(sources)
+            if "heads" in wanted or "distances" in wanted:
+                side["heads"] = [s.heads for s in sources]
+            if "tree" in wanted:
+                side["tree"] = [s.tree.reshape(-1) for s in sources]
         return SyntaxLanguagePairDataset(
             src_tokens,
             src_lengths,
@@ -156,4 +242,52 @@ class SyntaxTranslationTask(TranslationTask):
             tgt_dict=self.target_dictionary,
             constraints=constraints,
             left_pad_source=False,
+            compute_distances="distances" in wanted,
+            split="inference",
+            **side,
         )
+
+    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
+        """fairseq-interactive's batches carry only ``src_tokens``/``src_lengths``: add the
+        side tensors of the raw lines they hold, and collapse hard alignments to words."""
+        net_input = sample["net_input"]
+        sources = self._raw_sources(net_input["src_tokens"])
+        if sources is not None and any(s is None for s in sources):
+            sources = None
+        wanted = self.inference_syntax
+        missing = {"heads": "src_heads", "distances": "src_distances", "tree": "src_tree"}
+        if wanted and any(missing[k] not in net_input for k in wanted):
+            if sources is None:
+                raise ValueError(
+                    f"this model needs source syntax ({', '.join(sorted(wanted))}) that the "
+                    "batch does not carry"
+                )
+            from fairseq_syntax.data.raw_input import side_inputs
+
+            extra = side_inputs(sources, net_input["src_tokens"].size(1),
+                                heads="heads" in wanted, distances="distances" in wanted,
+                                tree="tree" in wanted)
+            device = net_input["src_tokens"].device
+            sample = dict(sample)
+            sample["net_input"] = {**net_input, **{k: v.to(device) for k, v in extra.items()}}
+        hypos = super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
+                                       constraints=constraints)
+        if sources is not None:
+            self._word_level_alignments(hypos, sources)
+        return hypos
+
+    def _word_level_alignments(self, hypos, sources):
+        from fairseq_syntax.data.raw_input import collapse_alignment, group_pieces, word_index_of_pieces
+
+        for source, beams in zip(sources, hypos):
+            src_word_of = source.word_of_piece
+            for hypo in beams:
+                links = hypo.get("alignment")
+                if links is None or len(links) == 0 or not isinstance(links[0], (tuple, list)):
+                    continue
+                if len(links[0]) != 2 or isinstance(links[0][0], str):
+                    continue  # soft alignments: left at subword level
+                tokens = [t for t in hypo["tokens"].tolist() if t != self.target_dictionary.eos()]
+                pieces = [self.target_dictionary[t] for t in tokens]
+                tgt_word_of = word_index_of_pieces(group_pieces(pieces, subwords=True))
+                hypo["alignment"] = collapse_alignment(links, src_word_of, tgt_word_of)

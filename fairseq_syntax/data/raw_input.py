@@ -1,0 +1,264 @@
+"""Raw source text at translation time (``fairseq-interactive --task syntax_translation``).
+
+fairseq-interactive hands the task raw lines (``task.get_interactive_tokens_and_lengths``),
+builds a dataset from their token ids (``task.build_dataset_for_inference``) and then
+calls ``task.inference_step`` with a sample whose ``net_input`` holds only
+``src_tokens``/``src_lengths`` (its batches drop everything else). The task therefore:
+
+1. **words**: splits each line into words as the training source was split, which the
+   data-bin's ``syntax_manifest.json`` records (``source_tokenization``): ``parser`` (the
+   spaCy pipeline's own tokenizer, as ``examples/multi30k/prepare.sh`` tokenised the
+   training text) or ``whitespace`` (the line is given tokenised);
+2. **subwords**: encodes the words with fairseq's ``--bpe`` when one is given
+   (``--bpe sentencepiece --sentencepiece-model DATA/spm.model``), else with the
+   data-bin's ``spm.model`` word by word, exactly as ``fairseq-syntax-preprocess`` did
+   (a line that already holds ``▁`` is taken as sentencepiece pieces and kept); the
+   pieces are regrouped into words at ``▁`` (a word is a piece starting with ``▁`` and
+   the pieces after it that do not);
+3. **parse** (only when the model needs syntax): one tree per line over those words, with
+   the spaCy parser recorded in the manifest (or ``--raw-input-parser``), sentence
+   starts preset as in preprocessing; heads projected to subwords and the binary tree
+   built by the same functions as the side-files (:func:`project_heads_to_subwords`,
+   :func:`binarize_head_outward`);
+4. **side tensors**: the dataset carries heads and trees, and its collater computes the
+   distances; ``inference_step`` adds the same tensors (``src_heads``,
+   ``src_distances``, ``src_tree``) to fairseq-interactive's bare sample by looking its
+   rows up among the lines it prepared (:class:`RawInputBatch`);
+5. **word alignments**: with ``--print-alignment`` (hard), the subword links
+   ``(source piece, target piece)`` are collapsed to word links ``(source word, target
+   word)``: each piece maps to the word it belongs to (target words are the
+   hypothesis's ``▁`` groups), duplicates are removed, links are sorted. Source word
+   ``i`` is the ``i``-th word of step 1 (0-based), target word ``j`` the ``j``-th word of
+   the detokenised hypothesis. Soft alignments (``--print-alignment soft``) stay at
+   subword level.
+"""
+import json
+import logging
+import os
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from fairseq_syntax.syntax.dependency import binarize_head_outward, project_heads_to_subwords
+
+from .side_files import MANIFEST
+from .tree_tensors import HEAD_PAD, pad_rows, tree_distances
+
+logger = logging.getLogger(__name__)
+
+WORD_START = "\u2581"
+
+
+def group_pieces(pieces: Sequence[str], subwords: Optional[bool] = None) -> List[int]:
+    """Pieces per word: a sentencepiece word starts at each piece beginning with ``▁``
+    (and at the first piece). ``subwords=False`` makes every piece a word (no subword
+    model); ``None`` decides by whether any piece has ``▁``."""
+    if subwords is None:
+        subwords = any(p.startswith(WORD_START) for p in pieces)
+    if not subwords:
+        return [1] * len(pieces)
+    counts: List[int] = []
+    for k, piece in enumerate(pieces):
+        if k == 0 or piece.startswith(WORD_START):
+            counts.append(1)
+        else:
+            counts[-1] += 1
+    return counts
+
+
+def word_index_of_pieces(pieces_per_word: Sequence[int]) -> List[int]:
+    """``out[k]`` is the word of piece ``k``."""
+    return [w for w, count in enumerate(pieces_per_word) for _ in range(count)]
+
+
+def collapse_alignment(links, src_word_of: Sequence[int], tgt_word_of: Sequence[int]
+                       ) -> List[Tuple[int, int]]:
+    """Subword links -> sorted, deduplicated word links (links outside the maps dropped)."""
+    out = set()
+    for s, t in links:
+        s, t = int(s), int(t)
+        if 0 <= s < len(src_word_of) and 0 <= t < len(tgt_word_of):
+            out.add((src_word_of[s], tgt_word_of[t]))
+    return sorted(out)
+
+
+def read_manifest(data_dir: str) -> dict:
+    path = os.path.join(data_dir, MANIFEST)
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+@dataclass
+class RawSource:
+    """One raw input line, ready for the model."""
+
+    words: List[str]  # the words parsed (one per subword group)
+    pieces: List[str]
+    pieces_per_word: List[int]
+    tokens: torch.Tensor  # dictionary ids, eos last
+    heads: Optional[torch.Tensor] = None  # [n + 1] long
+    tree: Optional[torch.Tensor] = None  # [n - 1, 2] long
+
+    @property
+    def word_of_piece(self) -> List[int]:
+        return word_index_of_pieces(self.pieces_per_word)
+
+
+class RawInputBatch:
+    """The lines last prepared, looked up by their token ids (pad stripped)."""
+
+    def __init__(self, sources: Sequence[RawSource]):
+        self.by_tokens: Dict[Tuple[int, ...], RawSource] = {
+            tuple(s.tokens.tolist()): s for s in sources
+        }
+
+    def lookup(self, row: torch.Tensor, pad: int) -> Optional[RawSource]:
+        return self.by_tokens.get(tuple(row[row.ne(pad)].tolist()))
+
+
+def side_inputs(sources: Sequence[RawSource], src_len: int, heads: bool, distances: bool,
+                tree: bool) -> Dict[str, torch.Tensor]:
+    """The ``net_input`` side tensors of a batch, exactly as
+    :meth:`SyntaxLanguagePairDataset.collater` builds them (right-padded source)."""
+    out: Dict[str, torch.Tensor] = {}
+    if heads or distances:
+        padded = pad_rows([s.heads for s in sources], src_len, HEAD_PAD)
+        out["src_heads"] = padded
+        if distances:
+            out["src_distances"] = tree_distances(padded)
+    if tree:
+        nodes = max(1, max(s.tree.size(0) for s in sources))
+        out["src_tree"] = pad_rows([s.tree for s in sources], nodes, -1, (2,))
+    return out
+
+
+class RawInputProcessor:
+    """Turns raw lines into :class:`RawSource` (words, subwords, parse) for a data-bin."""
+
+    def __init__(self, data_dir: str, parser: Optional[str] = None, tokenization: str = "auto"):
+        self.data_dir = data_dir
+        self.manifest = read_manifest(data_dir)
+        self.parser_name = parser or self._recorded_parser()
+        if tokenization == "auto":
+            tokenization = self.manifest.get("source_tokenization") or "whitespace"
+        if tokenization not in ("whitespace", "parser"):
+            raise ValueError(f"unknown raw-input tokenization {tokenization!r}")
+        self.tokenization = tokenization
+        self._parser = None
+        self._sp = None
+        self._regroup_warned = False
+
+    def _recorded_parser(self) -> Optional[str]:
+        record = (self.manifest.get("parse") or {}).get("parser") or {}
+        name = record.get("name")
+        if name is None:
+            return None
+        if os.path.sep in name or name.startswith("."):  # a folder: use its absolute path
+            return record.get("package") or name
+        return name
+
+    @property
+    def parser(self):
+        """The spaCy parser (loaded on first use)."""
+        if self._parser is None:
+            if self.parser_name is None:
+                raise ValueError(
+                    f"{os.path.join(self.data_dir, MANIFEST)} records no spaCy parser (the "
+                    "data-bin was made from CoNLL-U files), so raw input cannot be parsed "
+                    "the same way: give --raw-input-parser NAME_OR_PATH"
+                )
+            from fairseq_syntax_preprocess.spacy_parse import SpacyParser
+
+            self._parser = SpacyParser(self.parser_name)
+            recorded = ((self.manifest.get("parse") or {}).get("parser") or {})
+            fingerprint = recorded.get("fingerprint")
+            if fingerprint and fingerprint != self._parser.info.fingerprint:
+                logger.warning(
+                    "the spaCy pipeline %s differs from the one that parsed the training "
+                    "data (%s %s): raw input is parsed by another model",
+                    self.parser_name, recorded.get("package"), recorded.get("version"),
+                )
+        return self._parser
+
+    def words(self, line: str) -> List[str]:
+        if self.tokenization == "parser":
+            from fairseq_syntax_preprocess.spacy_parse import raw_words
+
+            return raw_words(self.parser.nlp, line)
+        return line.split()
+
+    def _spm(self):
+        if self._sp is None:
+            import sentencepiece as spm
+
+            path = os.path.join(self.data_dir, self.manifest.get("spm_model", "spm.model"))
+            if not os.path.exists(path):
+                return None
+            self._sp = spm.SentencePieceProcessor(model_file=path)
+        return self._sp
+
+    def encode(self, lines: Sequence[str], dictionary,
+               encode_fn: Optional[Callable[[str], str]] = None) -> List[RawSource]:
+        """Words and subword tokens of each line. ``encode_fn`` is fairseq-interactive's
+        (tokenizer +) bpe; None: the data-bin's spm.model, word by word."""
+        out = []
+        sp = self._spm() if encode_fn is None else None
+        for line in lines:
+            if encode_fn is None and WORD_START in line:
+                # already sentencepiece pieces (as fairseq-generate prints them): keep them
+                pieces = line.split()
+                counts = group_pieces(pieces, subwords=True)
+                words, start = [], 0
+                for c in counts:
+                    words.append("".join(pieces[start:start + c]).replace(WORD_START, "") or WORD_START)
+                    start += c
+                tokens = dictionary.encode_line(" ".join(pieces), add_if_not_exist=False,
+                                                append_eos=True).long()
+                out.append(RawSource(words, pieces, counts, tokens))
+                continue
+            words = self.words(line)
+            if encode_fn is not None:
+                pieces = encode_fn(" ".join(words)).split()
+                counts = group_pieces(pieces)
+            elif sp is not None:
+                per_word = sp.encode(words, out_type=str) if words else []
+                kept = [(w, p) for w, p in zip(words, per_word) if p]
+                words = [w for w, _ in kept]
+                pieces = [x for _, p in kept for x in p]
+                counts = [len(p) for _, p in kept]
+            else:
+                pieces = list(words)
+                counts = [1] * len(words)
+            if len(counts) != len(words):
+                # the bpe (or a fairseq --tokenizer) split words differently: parse its groups
+                if not self._regroup_warned:
+                    logger.warning(
+                        "raw input: the subword groups differ from the words (%d vs %d); "
+                        "parsing the subword groups instead", len(counts), len(words))
+                    self._regroup_warned = True
+                words, start = [], 0
+                for c in counts:
+                    text = "".join(pieces[start:start + c]).replace(WORD_START, "")
+                    words.append(text or WORD_START)
+                    start += c
+            tokens = dictionary.encode_line(" ".join(pieces), add_if_not_exist=False,
+                                            append_eos=True).long()
+            out.append(RawSource(words, pieces, counts, tokens))
+        return out
+
+    def parse(self, sources: Sequence[RawSource]) -> None:
+        """Parse each source's words and attach projected heads and binary trees."""
+        todo = [s for s in sources if s.words]
+        trees = self.parser.parse([s.words for s in todo], workers=1, progress=False,
+                                  desc="raw input") if todo else []
+        for source, parsed in zip(todo, trees):
+            heads = project_heads_to_subwords(parsed.heads, source.pieces_per_word)
+            source.heads = torch.tensor(heads, dtype=torch.long)
+            source.tree = torch.from_numpy(binarize_head_outward(heads[:-1])).long().view(-1, 2)
+        for source in sources:
+            if not source.words:  # an empty line: eos alone, its own root
+                source.heads = torch.tensor([-1], dtype=torch.long)
+                source.tree = torch.zeros(0, 2, dtype=torch.long)

@@ -1,0 +1,111 @@
+"""Symmetrising two directional word alignments: grow-diag-final-and.
+
+Koehn et al. (2003), "Statistical Phrase-Based Translation", and the Moses
+documentation's pseudocode (``train-model.perl``'s ``grow-diag-final-and``):
+
+1. start from the *intersection* of the two directional alignments;
+2. **grow-diag**: repeatedly, for every aligned point ``(i, j)`` (visited in row-major
+   order: source ``i`` ascending, then target ``j`` ascending, over the alignment as it
+   grows), add each of its 8 neighbours (horizontal, vertical, diagonal) that is in the
+   *union* and whose source word or whose target word is not yet aligned; until a whole
+   pass adds nothing;
+3. **final-and**: for each direction in turn (source-to-target first, then
+   target-to-source), add each of its points (row-major order) whose source word *and*
+   target word are both still unaligned.
+
+Links are ``(i, j)`` pairs, ``i`` the 0-based source word, ``j`` the 0-based target
+word, in both directional inputs (the reverse direction already written source-first,
+as eflomal and fast_align write it). Pure Python, no torch.
+"""
+from typing import Iterable, List, Sequence, Set, Tuple
+
+Link = Tuple[int, int]
+
+# Koehn's order: the 4 direct neighbours, then the 4 diagonal ones.
+NEIGHBOURS: Tuple[Link, ...] = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
+
+
+def _check(links: Iterable[Link], n_src: int, n_tgt: int, what: str) -> Set[Link]:
+    out = set()
+    for i, j in links:
+        i, j = int(i), int(j)
+        if not (0 <= i < n_src and 0 <= j < n_tgt):
+            raise ValueError(
+                f"{what} link {i}-{j} is out of range (source has {n_src} words, target "
+                f"has {n_tgt} words)"
+            )
+        out.add((i, j))
+    return out
+
+
+def grow_diag_final_and(
+    forward: Iterable[Link], reverse: Iterable[Link], n_src: int, n_tgt: int
+) -> List[Link]:
+    """Symmetrise a source-to-target and a target-to-source alignment of one sentence pair.
+
+    ``forward`` and ``reverse`` hold ``(source, target)`` links; ``n_src``/``n_tgt`` are
+    the sentence lengths (a link outside them raises ``ValueError``). Returns the sorted
+    symmetrised links. See the module docstring for the exact procedure.
+    """
+    fwd = _check(forward, n_src, n_tgt, "forward")
+    rev = _check(reverse, n_src, n_tgt, "reverse")
+    union = fwd | rev
+    alignment = fwd & rev
+    src_aligned = [False] * n_src
+    tgt_aligned = [False] * n_tgt
+    rows: List[Set[int]] = [set() for _ in range(n_src)]  # aligned targets of each source word
+
+    def add(i: int, j: int) -> None:
+        alignment.add((i, j))
+        rows[i].add(j)
+        src_aligned[i] = True
+        tgt_aligned[j] = True
+
+    for i, j in list(alignment):
+        add(i, j)
+
+    # grow-diag: only points of the union can ever be added, so the candidates are few.
+    candidates = union - alignment
+    changed = True
+    while changed and candidates:
+        changed = False
+        # Row-major walk over the growing alignment: a point added ahead of the current
+        # position is visited in this same pass, one added behind it in the next pass,
+        # exactly as the pseudocode's nested loops over all (i, j) do.
+        for i in range(n_src):
+            j = -1
+            while True:
+                ahead = [x for x in rows[i] if x > j]
+                if not ahead:
+                    break
+                j = min(ahead)
+                for di, dj in NEIGHBOURS:
+                    p = (i + di, j + dj)
+                    if p in candidates and (not src_aligned[p[0]] or not tgt_aligned[p[1]]):
+                        add(*p)
+                        candidates.discard(p)
+                        changed = True
+    # final-and
+    for direction in (fwd, rev):
+        for i, j in sorted(direction):
+            if not src_aligned[i] and not tgt_aligned[j]:
+                add(i, j)
+    return sorted(alignment)
+
+
+def symmetrize_corpus(
+    forward: Sequence[Sequence[Link]],
+    reverse: Sequence[Sequence[Link]],
+    src_lengths: Sequence[int],
+    tgt_lengths: Sequence[int],
+) -> List[List[Link]]:
+    """:func:`grow_diag_final_and` for every sentence pair of a corpus."""
+    if not (len(forward) == len(reverse) == len(src_lengths) == len(tgt_lengths)):
+        raise ValueError(
+            f"{len(forward)} forward and {len(reverse)} reverse alignments for "
+            f"{len(src_lengths)} source and {len(tgt_lengths)} target sentences"
+        )
+    return [
+        grow_diag_final_and(f, r, n, m)
+        for f, r, n, m in zip(forward, reverse, src_lengths, tgt_lengths)
+    ]

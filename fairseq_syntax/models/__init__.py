@@ -1,4 +1,5 @@
 """Models: the attentional RNN backbone and each paper's model built on it."""
 from . import attentional_rnn  # noqa: F401
+from . import look_ahead_rnn  # noqa: F401
 from . import tree_to_sequence_rnn  # noqa: F401
 from . import structured_attention_rnn  # noqa: F401

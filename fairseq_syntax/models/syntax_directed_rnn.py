@@ -1,0 +1,134 @@
+"""Model ``syntax_directed_rnn``: Syntax-Directed Attention for NMT (Chen et al. 2017).
+
+Five architectures, each the ``attentional_rnn`` backbone with another attentional layer:
+
+==========================  ==========================  =================================
+architecture                ``--attention-type``        paper's name
+==========================  ==========================  =================================
+``sdatt_global``            ``global``                  GlobalAtt (the backbone)
+``sdatt_local_p``           ``local_p``                 LocalAtt (Luong et al. 2015)
+``sdatt_syntax``            ``syntax_directed``         SDAtt
+``sdatt_double_local_p``    ``global+local_p``          GlobalAtt+LocalAtt
+``sdatt_double_syntax``     ``global+syntax_directed``  GlobalAtt+SDAtt (double context)
+==========================  ==========================  =================================
+
+Paper defaults: local window ``D = 10`` with ``σ = D/2`` (Luong et al.), syntax distance
+``n = 4`` with ``σ = n/2``; the row ``M[p_i]`` is interpolated between ``⌊p_i⌋`` and
+``⌈p_i⌉`` so that the position predictor learns (``--syntax-row nearest`` takes the
+nearest row instead). Sizes are the backbone's. The syntax-directed variants read the
+source tree distances, which ``--task syntax_translation`` computes from the data-bin's
+heads side-file.
+"""
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch.nn as nn
+from fairseq.dataclass import ChoiceEnum
+from fairseq.models import register_model, register_model_architecture
+
+from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, AttentionalRNNModel
+from fairseq_syntax.modules.double_context import DoubleContextAttentionLayer
+from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
+from fairseq_syntax.modules.local_attention import (
+    LocalAttentionLayer, LocalPWeights, SyntaxDirectedWeights,
+)
+
+ATTENTION_TYPES = ChoiceEnum(
+    ["global", "local_p", "syntax_directed", "global+local_p", "global+syntax_directed"]
+)
+SYNTAX_ROWS = ChoiceEnum(["interpolate", "nearest"])
+
+
+@dataclass
+class SyntaxDirectedRNNConfig(AttentionalRNNConfig):
+    attention_type: ATTENTION_TYPES = field(
+        default="syntax_directed",
+        metadata={"help": "decoder attention: 'global' (Luong), 'local_p' (Luong local-p), "
+                  "'syntax_directed' (SDAtt), or a global context plus a local-p or "
+                  "syntax-directed one ('global+local_p', 'global+syntax_directed', "
+                  "the double context of Chen et al. eq. 14)"},
+    )
+    local_window: float = field(
+        default=10.0,
+        metadata={"help": "local-p half-window D: positions j with |j - p_i| <= D get weight "
+                  "(Luong et al. 2015 use 10)"},
+    )
+    local_sigma: Optional[float] = field(
+        default=None, metadata={"help": "standard deviation of the local-p Gaussian (default D/2)"}
+    )
+    syntax_distance: float = field(
+        default=4.0,
+        metadata={"help": "syntax distance n: only source words within n tree arcs of the "
+                  "predicted position p_i get weight (Chen et al. use 4)"},
+    )
+    syntax_sigma: Optional[float] = field(
+        default=None,
+        metadata={"help": "standard deviation of the syntax-distance Gaussian (default n/2)"},
+    )
+    syntax_row: SYNTAX_ROWS = field(
+        default="interpolate",
+        metadata={"help": "how the distance row M[p_i] is taken at a real-valued p_i: "
+                  "'interpolate' linearly between the rows of floor(p_i) and ceil(p_i) (the "
+                  "position predictor gets a gradient; the neighbourhood is the positions "
+                  "whose interpolated distance is <= n), or the 'nearest' row (the predictor "
+                  "gets no gradient)"},
+    )
+
+
+def _value(option) -> str:
+    return getattr(option, "value", option)
+
+
+@register_model("syntax_directed_rnn", dataclass=SyntaxDirectedRNNConfig)
+class SyntaxDirectedRNNModel(AttentionalRNNModel):
+    """Syntax-directed attention NMT (Chen et al. 2017, "Syntax-Directed Attention for
+    Neural Machine Translation"): the backbone's decoder attends with Luong local-p
+    weights around a predicted position ``p_i`` (eqs. 5-7), with syntax-directed weights
+    that follow the source dependency tree instead of the sentence order (eqs. 9-13), or
+    with a global context plus either of them (double context, eq. 14).
+
+    The attention weights the decoder returns are those that made the context: the local
+    weights for a single context, the global weights for a double context.
+    ``syntax_inputs`` is ``("distances",)`` for the syntax-directed variants only.
+    """
+
+    @classmethod
+    def build_local_weights(cls, cfg, query_dim: int) -> nn.Module:
+        kind = _value(cfg.attention_type).split("+")[-1]
+        if kind == "local_p":
+            return LocalPWeights(query_dim, cfg.local_window, cfg.local_sigma)
+        return SyntaxDirectedWeights(
+            query_dim, cfg.syntax_distance, cfg.syntax_sigma,
+            interpolate=_value(cfg.syntax_row) == "interpolate",
+        )
+
+    @classmethod
+    def build_attention(cls, cfg, query_dim: int, key_dim: int) -> nn.Module:
+        kind = _value(cfg.attention_type)
+        if kind == "global":
+            return GlobalAttentionLayer(query_dim, key_dim, cfg.attention_score)
+        layer = DoubleContextAttentionLayer if kind.startswith("global+") else LocalAttentionLayer
+        return layer(query_dim, key_dim, cls.build_local_weights(cfg, query_dim), cfg.attention_score)
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        model = super().build_model(cfg, task)
+        local = getattr(model.decoder.attention, "local_weights", None)
+        model.syntax_inputs = tuple(getattr(local, "syntax_inputs", ()))
+        return model
+
+
+def _arch(name: str, attention_type: str, doc: str):
+    def architecture(args):
+        args.attention_type = getattr(args, "attention_type", attention_type)
+
+    architecture.__name__ = name
+    architecture.__doc__ = doc
+    register_model_architecture("syntax_directed_rnn", name)(architecture)
+
+
+_arch("sdatt_global", "global", "GlobalAtt: the backbone's Luong global attention (baseline).")
+_arch("sdatt_local_p", "local_p", "LocalAtt: Luong local-p attention, window D = 10, σ = D/2.")
+_arch("sdatt_syntax", "syntax_directed", "SDAtt: syntax-directed attention, n = 4, σ = n/2.")
+_arch("sdatt_double_local_p", "global+local_p", "GlobalAtt+LocalAtt: double context.")
+_arch("sdatt_double_syntax", "global+syntax_directed", "GlobalAtt+SDAtt: double context.")

@@ -5,24 +5,31 @@ Steps (nothing is written to ``--destdir`` unless all of them succeed):
 1. read and validate every input file of every split (UTF-8, no empty lines, equal line
    counts, parse words == text tokens, trees valid, alignment indices in range); with
    ``--parser`` the source is parsed with spaCy instead (:mod:`.spacy_parse`; the parses
-   are cached as CoNLL-U), and with ``--align eflomal`` the train and valid splits are
-   aligned by eflomal in a background thread while the parser runs
-   (:mod:`.eflomal_align`);
-2. train (or load) a sentencepiece model; encode source words one by one and the target
-   sentence as a whole; project heads and alignments onto subwords; binarise the trees;
-3. write the subword text to a work folder and run fairseq's own ``preprocess.main`` on
-   it into a staging folder (a sibling of ``--destdir``), so dictionaries and binaries
-   are exactly fairseq's;
-4. write the ``heads``/``tree`` side-files, ``spm.model`` and ``syntax_manifest.json``
-   into the staging folder;
-5. move the staging folder into place (with ``--force``, replacing the old folder only
+   are cached as CoNLL-U);
+2. the *subword stage* (:func:`subword_stage`), which needs no parse: train (or load) a
+   sentencepiece model; encode source words one by one and the target sentence as a
+   whole; write the subword text to a work folder and run fairseq's own
+   ``preprocess.main`` on it into a staging folder (a sibling of ``--destdir``), so
+   dictionaries and binaries are exactly fairseq's; with ``--align eflomal`` align the
+   train and valid splits (:mod:`.eflomal_align`, started first, in a thread); project
+   the alignments onto subwords and binarise them with fairseq's alignment binarizer;
+3. project the heads onto subwords and binarise the trees; write the ``heads``/``tree``
+   side-files, ``spm.model`` and ``syntax_manifest.json`` into the staging folder;
+4. move the staging folder into place (with ``--force``, replacing the old folder only
    at this last step).
+
+With ``--parser`` and ``--workers`` > 1 the subword stage runs in a forked child process
+while the parser's worker processes parse (:class:`BackgroundStage`), so its cost hides
+behind the parse; otherwise the steps run one after the other.
 """
 import json
 import logging
 import os
+import pickle
 import shutil
+import signal
 import tempfile
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -105,6 +112,9 @@ class EncodedSplit:
     source_lengths: List[int] = field(default_factory=list)
     target_lengths: List[int] = field(default_factory=list)
     source_words: int = 0
+    source_counts: List[List[int]] = field(default_factory=list)  # pieces per source word
+    target_counts: Optional[List[List[int]]] = None  # pieces per target word (alignments)
+    aligned: bool = False  # alignments were binarised for this split
 
 
 # --------------------------------------------------------------------------- reading
@@ -230,19 +240,35 @@ def load_split(files: SplitFiles, align_required: bool, read_parse: bool = True)
     return SplitData(files, source, target, trees, alignments)
 
 
-def parse_split(data: SplitData, parser, workers: int, batch_size: int) -> None:
-    """Parse one split's source with spaCy (or reuse its CoNLL-U cache): ``data.trees``."""
-    from .spacy_parse import parse_with_cache
+def cached_parse(data: SplitData, parser) -> bool:
+    """--parser: take the split's parses from its CoNLL-U cache when it matches; returns
+    whether it did (the pipeline is not loaded for that)."""
+    from .spacy_parse import load_cached
+
+    trees = load_cached(parser, data.files.source, data.source, data.files.parse,
+                        desc=f"parse {data.files.name}")
+    if trees is None:
+        return False
+    _attach_parses(data, trees, reused=True)
+    return True
+
+
+def parse_split(data: SplitData, parser, workers: int, batch_size: int, pool=None) -> None:
+    """Parse one split's source with spaCy and write its CoNLL-U cache: ``data.trees``."""
+    from .spacy_parse import parse_and_cache
 
     try:
-        trees, reused = parse_with_cache(
-            parser, data.files.source, data.source, data.files.parse, workers=workers,
-            batch_size=batch_size, desc=f"parse {data.files.name}",
-        )
+        trees = parse_and_cache(parser, data.files.source, data.source, data.files.parse,
+                                workers=workers, batch_size=batch_size,
+                                desc=f"parse {data.files.name}", pool=pool)
     except ValueError as err:
         if isinstance(err, SyntaxInputError):
             raise
         raise SyntaxInputError(f"parsing failed: {err}", data.files.source) from None
+    _attach_parses(data, trees, reused=False)
+
+
+def _attach_parses(data: SplitData, trees, reused: bool) -> None:
     for k, tree in enumerate(trees):
         _check_words(data.files, k, data.source[k], tree)
     data.trees = trees
@@ -306,22 +332,19 @@ def _encode_words(sp, sentences: Sequence[Sequence[str]]) -> List[List[List[str]
     return out
 
 
-def encode_split(data: SplitData, sp) -> EncodedSplit:
-    """Encode one split with sentencepiece and project its trees and alignments.
-
-    sentencepiece runs in batch (all source words, all target sentences, and with
-    alignments all target words, each in one call); the projection loops per sentence.
-    """
+def encode_subwords(data: SplitData, sp, target_words: bool) -> EncodedSplit:
+    """Encode one split with sentencepiece: source words one by one, the target sentence
+    as a whole, and with ``target_words`` (alignments to project) target words one by
+    one too. sentencepiece runs in batch (one call per kind)."""
     files = data.files
     out = EncodedSplit(name=files.name)
-    if data.alignments is not None:
-        out.align_lines = []
     all_src_pieces = _encode_words(sp, data.source)
     all_flat_tgt = sp.encode([" ".join(t) for t in data.target], out_type=str)
-    all_tgt_word_pieces = (_encode_words(sp, data.target)
-                           if data.alignments is not None else None)
-    for k in tqdm(range(len(data.source)), desc=files.name, unit="sent", mininterval=1.0):
-        words, tree = data.source[k], data.trees[k]
+    all_tgt_word_pieces = _encode_words(sp, data.target) if target_words else None
+    if target_words:
+        out.target_counts = []
+    for k in range(len(data.source)):
+        words = data.source[k]
         src_pieces = all_src_pieces[k]
         counts = [len(p) for p in src_pieces]
         for i, c in enumerate(counts):
@@ -334,29 +357,11 @@ def encode_split(data: SplitData, sp) -> EncodedSplit:
                 )
         flat_src = [p for pieces in src_pieces for p in pieces]
         _check_pieces(flat_src, files.source, k + 1, "source")
-        tgt_words = data.target[k]
-        tgt_pieces_per_word = None
-        if data.alignments is not None:
-            tgt_pieces_per_word = all_tgt_word_pieces[k]
         flat_tgt = all_flat_tgt[k]
         _check_pieces(flat_tgt, files.target, k + 1, "target")
-
-        try:
-            heads = project_heads_to_subwords(tree.heads, counts)
-            binary = binarize_head_outward(heads[:-1])
-        except ValueError as err:
-            raise SyntaxInputError(f"sentence {k + 1}: {err}", files.parse, tree.line) from None
-        out.heads.append(np.asarray(heads, dtype=np.int32))
-        out.trees.append(binary.astype(np.int32).reshape(-1))
-        out.source_lines.append(" ".join(flat_src))
-        out.target_lines.append(" ".join(flat_tgt))
-        out.source_lengths.append(len(flat_src))
-        out.target_lengths.append(len(flat_tgt))
-        out.source_words += len(words)
-
-        if data.alignments is not None:
+        if target_words:
             # Links to a target word with no pieces (removed by normalisation) vanish.
-            tgt_counts = [len(p) for p in tgt_pieces_per_word]
+            tgt_pieces_per_word = all_tgt_word_pieces[k]
             if [p for pieces in tgt_pieces_per_word for p in pieces] != flat_tgt:
                 raise SyntaxInputError(
                     "the target encoded word by word gives other pieces than the target "
@@ -365,9 +370,39 @@ def encode_split(data: SplitData, sp) -> EncodedSplit:
                     files.target,
                     k + 1,
                 )
-            links = project_alignment_to_subwords(data.alignments[k], counts, tgt_counts)
-            out.align_lines.append(format_pharaoh(links))
+            out.target_counts.append([len(p) for p in tgt_pieces_per_word])
+        out.source_counts.append(counts)
+        out.source_lines.append(" ".join(flat_src))
+        out.target_lines.append(" ".join(flat_tgt))
+        out.source_lengths.append(len(flat_src))
+        out.target_lengths.append(len(flat_tgt))
+        out.source_words += len(words)
     return out
+
+
+def project_trees(data: SplitData, out: EncodedSplit) -> None:
+    """Project the split's word trees onto its subwords (heads) and binarise them."""
+    files = data.files
+    for k, (tree, counts) in enumerate(zip(data.trees, out.source_counts)):
+        try:
+            heads = project_heads_to_subwords(tree.heads, counts)
+            binary = binarize_head_outward(heads[:-1])
+        except ValueError as err:
+            raise SyntaxInputError(f"sentence {k + 1}: {err}", files.parse,
+                                   tree.line or None) from None
+        out.heads.append(np.asarray(heads, dtype=np.int32))
+        out.trees.append(binary.astype(np.int32).reshape(-1))
+
+
+def project_alignments(data: SplitData, out: EncodedSplit) -> None:
+    """Project the split's word alignments (if any) onto its subwords."""
+    if data.alignments is None:
+        return
+    out.align_lines = [
+        format_pharaoh(project_alignment_to_subwords(links, src_counts, tgt_counts))
+        for links, src_counts, tgt_counts in zip(data.alignments, out.source_counts,
+                                                 out.target_counts)
+    ]
 
 
 # --------------------------------------------------------------------------- writing
@@ -383,14 +418,10 @@ def run_fairseq_preprocess(work: str, staging: str, encoded: Sequence[EncodedSpl
                            src: str, tgt: str, workers: int, joined_dictionary: bool) -> None:
     """Write the subword text into ``work`` and binarise it with fairseq's own preprocess."""
     prefixes: Dict[str, List[str]] = {"train": [], "valid": [], "test": []}
-    has_align = False
     for split in encoded:
         prefix = os.path.join(work, split.name)
         _write_lines(f"{prefix}.{src}", split.source_lines)
         _write_lines(f"{prefix}.{tgt}", split.target_lines)
-        if split.align_lines is not None:
-            _write_lines(f"{prefix}.align", split.align_lines)
-            has_align = True
         kind = split.name.rstrip("0123456789")
         prefixes[kind].append(prefix)
 
@@ -406,8 +437,6 @@ def run_fairseq_preprocess(work: str, staging: str, encoded: Sequence[EncodedSpl
         argv += ["--validpref", ",".join(prefixes["valid"])]
     if prefixes["test"]:
         argv += ["--testpref", ",".join(prefixes["test"])]
-    if has_align:
-        argv += ["--align-suffix", "align"]
     if joined_dictionary:
         argv += ["--joined-dictionary"]
     parser = options.get_preprocessing_parser()
@@ -420,6 +449,26 @@ def run_fairseq_preprocess(work: str, staging: str, encoded: Sequence[EncodedSpl
             if handler not in before:
                 preprocess.logger.removeHandler(handler)
                 handler.close()
+
+
+def write_alignments(work: str, staging: str, encoded: Sequence[EncodedSplit], src: str,
+                     tgt: str) -> None:
+    """Binarise the subword alignments of every aligned split with fairseq's own alignment
+    binarizer (what ``fairseq-preprocess --align-suffix`` runs), as
+    ``{split}.align.{src}-{tgt}.bin/.idx``."""
+    from argparse import Namespace
+
+    from fairseq_cli import preprocess
+
+    args = Namespace(destdir=staging, source_lang=src, target_lang=tgt, dataset_impl="mmap",
+                     only_source=False)
+    for split in encoded:
+        if split.align_lines is None:
+            continue
+        path = os.path.join(work, f"{split.name}.align")
+        _write_lines(path, split.align_lines)
+        preprocess._make_binary_alignment_dataset(path, f"{split.name}.align", 1, args)
+        split.aligned = True
 
 
 def check_binaries(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str) -> None:
@@ -515,19 +564,18 @@ def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[EncodedS
         },
         "projection": PROJECTION_RULE,
         "binarisation": BINARISATION_RULE,
-        "alignment_projection": (ALIGNMENT_RULE
-                                 if any(e.align_lines is not None for e in encoded) else None),
+        "alignment_projection": ALIGNMENT_RULE if any(e.aligned for e in encoded) else None,
         "side_files": {
             "heads": "{split}.{src}-{tgt}.{src}.heads",
             "tree": "{split}.{src}-{tgt}.{src}.tree",
         },
         "splits": {
             e.name: {
-                "sentences": len(e.source_lines),
+                "sentences": len(e.source_lengths),
                 "source_words": e.source_words,
                 "source_tokens": int(sum(e.source_lengths)),
                 "target_tokens": int(sum(e.target_lengths)),
-                "aligned": e.align_lines is not None,
+                "aligned": e.aligned,
                 "source_file": os.path.abspath(s.files.source),
                 "target_file": os.path.abspath(s.files.target),
                 "alignment_file": os.path.abspath(s.files.align) if s.files.align else None,
@@ -588,6 +636,130 @@ def _make_parents(folder: str) -> List[str]:
     return missing
 
 
+@dataclass
+class SubwordOutput:
+    """What the subword stage hands back to the driver."""
+
+    model_path: str
+    trained: bool
+    encoded: List[EncodedSplit]
+
+
+def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str) -> SubwordOutput:
+    """Everything that needs no parse: sentencepiece, fairseq's dictionaries and token
+    binaries, and the alignments (eflomal is started first, in a thread, and its links
+    are projected and binarised last). Leaves ``heads``/``trees`` to the driver."""
+    import sentencepiece as spm
+
+    aligner = None
+    eflomal = getattr(args, "align", None) == "eflomal"
+    if eflomal:
+        to_align = eflomal_splits(splits)
+        logger.info("aligning %s with eflomal (both directions, %s)",
+                    " + ".join(d.files.name for d in to_align), SYMMETRISATION)
+        aligner = BackgroundAlignment(
+            [w for d in to_align for w in d.source], [w for d in to_align for w in d.target],
+            workdir=work,
+        )
+    if args.spm_model is not None:
+        model_path, trained = args.spm_model, False
+    else:
+        logger.info("training a %s sentencepiece model (vocab size %d) on %s + %s",
+                    args.spm_model_type, args.vocab_size, splits[0].files.source,
+                    splits[0].files.target)
+        model_path = train_sentencepiece(
+            splits, os.path.join(work, "spm"), args.vocab_size, args.spm_model_type,
+            args.character_coverage, args.workers,
+        )
+        trained = True
+    try:
+        sp = spm.SentencePieceProcessor(model_file=model_path)
+    except (RuntimeError, OSError) as err:
+        raise SyntaxInputError(f"not a sentencepiece model: {err}", model_path) from None
+    aligned_names = {d.files.name for d in eflomal_splits(splits)} if eflomal else set()
+    encoded = [encode_subwords(d, sp, d.alignments is not None or d.files.name in aligned_names)
+               for d in splits]
+
+    src, tgt = args.source_lang, args.target_lang
+    # no fork while the eflomal thread runs (a forked child could inherit a held lock)
+    run_fairseq_preprocess(work, staging, encoded, src, tgt,
+                           1 if aligner is not None else args.workers, args.joined_dictionary)
+    check_binaries(staging, encoded, src, tgt)
+    if aligner is not None:
+        links = aligner.result()[0]
+        start = 0
+        for data in eflomal_splits(splits):
+            data.alignments = links[start:start + len(data.source)]
+            start += len(data.source)
+    for data, enc in zip(splits, encoded):
+        project_alignments(data, enc)
+    write_alignments(work, staging, encoded, src, tgt)
+    for enc in encoded:  # the text is in fairseq's binaries now
+        enc.source_lines, enc.target_lines, enc.align_lines = [], [], None
+    return SubwordOutput(model_path, trained, encoded)
+
+
+class BackgroundStage:
+    """Run ``fn()`` in a forked child process (its own process group, so that
+    :meth:`abort` also stops the eflomal sampler it may have started); :meth:`result`
+    waits and returns ``fn``'s value, or raises its exception."""
+
+    def __init__(self, fn, result_path: str, tmpdir: str):
+        import multiprocessing as mp
+
+        self.result_path = result_path
+        self.process = mp.get_context("fork").Process(
+            target=self._child, args=(fn, result_path, tmpdir), name="subword-stage")
+        self.process.start()
+
+    @staticmethod
+    def _child(fn, result_path, tmpdir):
+        os.setpgid(0, 0)
+        tempfile.tempdir = tmpdir  # eflomal's temporary files go with the work folder
+        try:
+            value = ("ok", fn())
+        except BaseException as err:  # handed to the parent
+            value = ("error", err, traceback.format_exc())
+        try:
+            payload = pickle.dumps(value)
+        except Exception:
+            payload = pickle.dumps(("error", RuntimeError(value[-1]), value[-1]))
+        with open(result_path + ".tmp", "wb") as f:
+            f.write(payload)
+        os.replace(result_path + ".tmp", result_path)
+
+    @staticmethod
+    def available() -> bool:
+        import multiprocessing as mp
+
+        return "fork" in mp.get_all_start_methods() and hasattr(os, "setpgid")
+
+    def result(self):
+        self.process.join()
+        if not os.path.exists(self.result_path):
+            raise RuntimeError(
+                f"the subword stage died (exit code {self.process.exitcode}) without a result"
+            )
+        with open(self.result_path, "rb") as f:
+            value = pickle.load(f)
+        if value[0] == "ok":
+            return value[1]
+        err = value[1]
+        if isinstance(err, SyntaxInputError):
+            raise SyntaxInputError(str(err)) from None
+        if isinstance(err, (OSError, KeyboardInterrupt)):
+            raise err
+        raise RuntimeError(f"the subword stage failed:\n{value[2]}")
+
+    def abort(self):
+        if self.process.is_alive():
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except OSError:
+                pass
+            self.process.join()
+
+
 def run(args) -> None:
     """Run the whole pipeline for parsed command-line ``args`` (see ``cli.get_parser``)."""
     destdir = os.path.normpath(args.destdir)
@@ -595,78 +767,64 @@ def run(args) -> None:
     if args.spm_model is not None and not os.path.isfile(args.spm_model):
         raise SyntaxInputError("sentencepiece model (--spm-model) not found", args.spm_model)
 
-    # 1. read and validate everything; parse (--parser) while eflomal aligns (--align)
+    # 1. read and validate everything (--parser: what is not cached is parsed below)
     files = split_files(args)
     use_parser = bool(getattr(args, "parser", None))
     splits = [load_split(f, align_required=(f.name == "train"), read_parse=not use_parser)
               for f in files]
-    aligner = None
-    if getattr(args, "align", None) == "eflomal":
-        to_align = eflomal_splits(splits)
-        logger.info("aligning %s with eflomal (both directions, %s) in the background",
-                    " + ".join(d.files.name for d in to_align), SYMMETRISATION)
-        aligner = BackgroundAlignment(
-            [w for d in to_align for w in d.source], [w for d in to_align for w in d.target]
-        )
-    parser = None
+    parser, to_parse = None, []
     if use_parser:
         from .spacy_parse import SpacyParser
 
         parser = SpacyParser(args.parser)
-        for data in splits:
-            parse_split(data, parser, args.workers, args.parse_batch_size)
-    if aligner is not None:
-        links = aligner.result()[0]
-        start = 0
-        for data in eflomal_splits(splits):
-            data.alignments = links[start:start + len(data.source)]
-            start += len(data.source)
-    for data in splits:
-        logger.info(
-            "%s: %d sentence pairs, parses %s %s%s", data.files.name, len(data.source),
-            "cached in" if use_parser else "from", data.files.parse,
-            (f", alignments from {data.files.align or 'eflomal'}"
-             if data.alignments is not None else ""),
-        )
+        to_parse = [d for d in splits if not cached_parse(d, parser)]
+        if to_parse:
+            parser.nlp  # load it before any process is forked, so the workers inherit it
 
     parent = os.path.dirname(os.path.abspath(destdir))
     created = _make_parents(parent)
     base = os.path.basename(os.path.abspath(destdir))
-    staging = work = None
+    staging = work = background = pool = None
     ok = False
     try:
         staging = tempfile.mkdtemp(prefix=f".{base}.staging-", dir=parent)
         work = tempfile.mkdtemp(prefix=f".{base}.work-", dir=parent)
 
-        # 2. subwords
-        import sentencepiece as spm
+        # 2. the subword stage: in a child process while the parser runs, or in line
+        def stage():
+            return subword_stage(args, splits, work, staging)
 
-        if args.spm_model is not None:
-            model_path, trained = args.spm_model, False
-        else:
-            logger.info("training a %s sentencepiece model (vocab size %d) on %s + %s",
-                        args.spm_model_type, args.vocab_size, splits[0].files.source,
-                        splits[0].files.target)
-            model_path = train_sentencepiece(
-                splits, os.path.join(work, "spm"), args.vocab_size, args.spm_model_type,
-                args.character_coverage, args.workers,
+        if to_parse and args.workers > 1 and BackgroundStage.available():
+            logger.info("subwords, fairseq binaries%s: in a background process while parsing",
+                        " and eflomal" if getattr(args, "align", None) else "")
+            background = BackgroundStage(stage, os.path.join(work, "subword-stage.pickle"), work)
+        if to_parse:
+            from .spacy_parse import ParserPool
+
+            pool = ParserPool(parser.nlp, args.workers)
+            for data in to_parse:
+                parse_split(data, parser, args.workers, args.parse_batch_size, pool=pool)
+            pool.close()
+            pool = None
+        output = background.result() if background is not None else stage()
+        background = None
+        model_path, trained, encoded = output.model_path, output.trained, output.encoded
+        for data, enc in zip(splits, encoded):
+            logger.info(
+                "%s: %d sentence pairs, parses %s %s%s", data.files.name, len(data.source),
+                "cached in" if use_parser else "from", data.files.parse,
+                f", alignments from {data.files.align or 'eflomal'}" if enc.aligned else "",
             )
-            trained = True
-        try:
-            sp = spm.SentencePieceProcessor(model_file=model_path)
-        except (RuntimeError, OSError) as err:
-            raise SyntaxInputError(f"not a sentencepiece model: {err}", model_path) from None
-        encoded = [encode_split(data, sp) for data in splits]
 
-        # 3. fairseq's binarisation
+        # 3. trees, side-files, model, manifest
         src, tgt = args.source_lang, args.target_lang
-        run_fairseq_preprocess(work, staging, encoded, src, tgt, args.workers,
-                               args.joined_dictionary)
-        check_binaries(staging, encoded, src, tgt)
-
-        # 4. side-files, model, manifest
+        for data, enc in zip(splits, encoded):
+            project_trees(data, enc)
         write_side_files(staging, encoded, src, tgt)
         shutil.copyfile(model_path, os.path.join(staging, SPM_MODEL_NAME))
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=model_path)
         spm_source = (os.path.abspath(args.spm_model) if not trained
                       else "trained on " + " + ".join(
                           os.path.abspath(p) for p in (splits[0].files.source, splits[0].files.target)))
@@ -677,11 +835,15 @@ def run(args) -> None:
             json.dump(manifest, f, indent=2, ensure_ascii=False)
             f.write("\n")
 
-        # 5. into place
+        # 4. into place
         install(staging, destdir)
         ok = True
         logger.info("wrote %s", destdir)
     finally:
+        if pool is not None:
+            pool.__exit__(None, None, None)
+        if background is not None:
+            background.abort()
         for path in (staging, work):
             if path is not None and os.path.lexists(path):
                 shutil.rmtree(path, ignore_errors=True)

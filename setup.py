@@ -40,6 +40,7 @@ setup(
             "fairseq-syntax-score-alignments = fairseq_syntax.cli.score_alignments:main",
             "fairseq-syntax-lookahead-heatmap = fairseq_syntax.cli.lookahead_heatmap:main",
             "fairseq-syntax-induced-trees = fairseq_syntax.cli.induced_trees:main",
+            "fairseq-syntax-benchmark = fairseq_syntax.cli.benchmark:main",
         ],
     },
 )

@@ -1,0 +1,242 @@
+"""``fairseq-syntax-benchmark``: throughput of every architecture against the backbone.
+
+In one process sequence, on one data-bin and with one set of model sizes, it trains
+every registered architecture of the plugin (plus fairseq's own ``lstm`` and the
+backbone under the plugin's criterions) for a fixed number of updates with the real
+``fairseq-train``, decodes a fixed set of test sentences with ``fairseq-generate
+--beam 5``, and prints a Markdown table: training target words per second (fairseq's
+own ``wps`` of the last training log line), peak resident memory of the training
+process, decoding sentences per second (fairseq-generate's own figure, model loading
+excluded), and each as a ratio to ``attentional_rnn`` measured in the same run. It also
+times the syntax collater (heads, distance matrices, trees, alignments) against
+fairseq's plain ``LanguagePairDataset`` collater on the same batches.
+
+Without ``--data-bin`` it builds one from the embedded synthetic corpus.
+Example: ``fairseq-syntax-benchmark --workdir bench --updates 60 --out bench.md``
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from fairseq_syntax.user_dir import user_dir
+
+BACKBONE = "attentional_rnn"
+# Runs that are not an architecture of their own: (label, arch, extra fairseq-train args).
+CRITERION_RUNS = [
+    ("attentional_rnn + supervised_attention", BACKBONE,
+     ["--criterion", "supervised_attention_cross_entropy"]),
+    ("attentional_rnn + blackout", BACKBONE, ["--criterion", "blackout"]),
+]
+
+
+@dataclass
+class Row:
+    label: str
+    train_wps: Optional[float] = None
+    peak_rss_mb: Optional[float] = None
+    decode_sps: Optional[float] = None
+    error: str = ""
+
+
+def plugin_architectures() -> List[str]:
+    """Registered architectures of the plugin, one per name (a model's own name is
+    skipped when it also has named architectures)."""
+    import fairseq_syntax  # noqa: F401
+    from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
+
+    archs = [a for a, cls in ARCH_MODEL_REGISTRY.items() if cls.__module__.startswith("fairseq_syntax")]
+    named = {ARCH_MODEL_REGISTRY[a] for a in archs if a not in MODEL_REGISTRY}
+    archs = [a for a in archs if a not in MODEL_REGISTRY or MODEL_REGISTRY[a] not in named]
+    return sorted(archs, key=lambda a: (a != BACKBONE, a))
+
+
+def size_args(args, fairseq_lstm: bool) -> List[str]:
+    e, h, d = str(args.embed_dim), str(args.encoder_hidden), str(args.decoder_hidden)
+    common = ["--encoder-embed-dim", e, "--decoder-embed-dim", e, "--dropout", "0.1"]
+    if fairseq_lstm:  # fairseq's lstm: same BiLSTM encoder and decoder sizes, left-padded source
+        return common + ["--encoder-hidden-size", h, "--encoder-bidirectional",
+                         "--decoder-hidden-size", d, "--decoder-out-embed-dim", e]
+    return common + ["--encoder-hidden-size", h, "--decoder-hidden-size", d]
+
+
+def run_measured(cmd: List[str], log_path: str):
+    """Run ``cmd`` with output to ``log_path``; return (exit code, peak RSS in MB, text)."""
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, PYTHONWARNINGS="ignore"))
+        _, status, usage = os.wait4(proc.pid, 0)
+    with open(log_path) as log:
+        text = log.read()
+    return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024.0, text
+
+
+def last_float(pattern: str, text: str) -> Optional[float]:
+    found = re.findall(pattern, text)
+    return float(found[-1]) if found else None
+
+
+def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
+    row = Row(label)
+    save = os.path.join(workdir, re.sub(r"\W+", "_", label))
+    lstm = arch == "lstm"
+    task = ["--task", "translation"] if lstm else ["--user-dir", user_dir(), "--task", "syntax_translation"]
+    train = ["fairseq-train", databin, *task, "--arch", arch, *size_args(args, lstm),
+             "--optimizer", "adam", "--lr", "0.002", "--max-tokens", str(args.max_tokens),
+             "--max-update", str(args.updates), "--seed", "1", "--save-dir", save,
+             "--no-epoch-checkpoints", "--no-progress-bar", "--log-format", "simple",
+             "--log-interval", str(max(1, args.updates // 4)), "--disable-validation",
+             *(["--cpu"] if args.cpu else []), *extra]
+    code, rss, text = run_measured(train, save + ".train.log")
+    if code != 0:
+        row.error = f"fairseq-train failed, see {save}.train.log"
+        return row
+    row.train_wps = last_float(r"\| train \|.*?\bwps ([\d.]+)", text)
+    row.peak_rss_mb = rss
+    generate = ["fairseq-generate", databin, *task, "--path", os.path.join(save, "checkpoint_last.pt"),
+                "--gen-subset", "test", "--beam", "5", "--batch-size", "32",
+                "--max-len-b", "60", "--quiet", *(["--cpu"] if args.cpu else [])]
+    code, _, text = run_measured(generate, save + ".generate.log")
+    if code != 0:
+        row.error = f"fairseq-generate failed, see {save}.generate.log"
+        return row
+    row.decode_sps = last_float(r"Translated \d+ sentences .*?\(([\d.]+) sentences/s", text)
+    return row
+
+
+def collater_timing(databin: str, repeats: int = 3) -> Dict[str, float]:
+    """Milliseconds per batch of the syntax collater vs fairseq's plain collater."""
+    import fairseq_syntax  # noqa: F401
+    from fairseq import tasks
+    from fairseq.tasks.translation import TranslationConfig
+
+    def batches_of(task):
+        task.load_dataset("train")
+        ds = task.dataset("train")
+        order = ds.ordered_indices()
+        return ds, ds.batch_by_size(order, max_tokens=4000)
+
+    syntax = tasks.setup_task(_task_cfg(databin, syntax=True))
+    plain = tasks.setup_task(_task_cfg(databin, syntax=False))
+    timings = {}
+    for name, task in (("syntax", syntax), ("plain", plain)):
+        ds, batches = batches_of(task)
+        samples = [[ds[i] for i in b] for b in batches]
+        start = time.perf_counter()
+        for _ in range(repeats):
+            for batch in samples:
+                ds.collater(batch)
+        timings[name] = 1000 * (time.perf_counter() - start) / (repeats * len(samples))
+    return timings
+
+
+def _task_cfg(databin: str, syntax: bool):
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq import options
+
+    parser = options.get_training_parser()
+    argv = [databin, "--task", "syntax_translation" if syntax else "translation", "--arch", "lstm"]
+    if syntax:
+        argv += ["--load-distances", "--load-tree", "--load-alignments"]
+    else:
+        argv += ["--load-alignments"]
+    return convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, argv)).task
+
+
+def synthetic_databin(workdir: str) -> str:
+    raw, databin = os.path.join(workdir, "raw"), os.path.join(workdir, "data-bin")
+    if not os.path.exists(os.path.join(databin, "dict.en.txt")):
+        subprocess.run(["fairseq-syntax-synthetic", "--out", raw, "--train", "4000",
+                        "--valid", "100", "--test", "200"], check=True)
+        subprocess.run(["fairseq-syntax-preprocess", "-s", "en", "-t", "vf",
+                        "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid",
+                        "--testpref", f"{raw}/test", "--align-suffix", "align",
+                        "--vocab-size", "1000", "--destdir", databin, "--force"], check=True)
+    return databin
+
+
+def ratio(value, base) -> str:
+    return f"{value / base:.2f}" if value and base else "–"
+
+
+def markdown(rows: List[Row], collate: Dict[str, float], args) -> str:
+    base = rows[0]
+    lines = [
+        f"Throughput, {args.updates} updates of at most {args.max_tokens} tokens, embed "
+        f"{args.embed_dim}, encoder {args.encoder_hidden}x2, decoder {args.decoder_hidden}; "
+        f"decoding: test split, beam 5, batch 32. Ratios are to `{BACKBONE}` in the same run.",
+        "",
+        "| architecture | train wps | ratio | peak RSS (MB) | ratio | decode sent/s | ratio |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        if r.error:
+            lines.append(f"| {r.label} | {r.error} | | | | | |")
+            continue
+        lines.append(
+            f"| {r.label} | {r.train_wps:.0f} | {ratio(r.train_wps, base.train_wps)} | "
+            f"{r.peak_rss_mb:.0f} | {ratio(r.peak_rss_mb, base.peak_rss_mb)} | "
+            f"{r.decode_sps:.1f} | {ratio(r.decode_sps, base.decode_sps)} |"
+        )
+    if collate:
+        lines += [
+            "",
+            "| collater (train batches of 4000 tokens) | ms / batch | ratio |",
+            "| --- | ---: | ---: |",
+            f"| fairseq LanguagePairDataset (with alignments) | {collate['plain']:.2f} | 1.00 |",
+            f"| syntax (heads, distances, trees, alignments) | {collate['syntax']:.2f} | "
+            f"{collate['syntax'] / collate['plain']:.2f} |",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def get_parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--workdir", required=True, help="folder for the data-bin, checkpoints and logs")
+    p.add_argument("--data-bin", help="an existing data-bin made by fairseq-syntax-preprocess "
+                   "(with trees and alignments); default: build one from the synthetic corpus")
+    p.add_argument("--archs", default="all", help="comma-separated architectures, or 'all'")
+    p.add_argument("--updates", type=int, default=60, help="training updates per architecture")
+    p.add_argument("--max-tokens", type=int, default=2000, help="tokens per training batch")
+    p.add_argument("--embed-dim", type=int, default=128, help="source and target embedding size")
+    p.add_argument("--encoder-hidden", type=int, default=128, help="encoder LSTM size per direction")
+    p.add_argument("--decoder-hidden", type=int, default=256, help="decoder LSTM size")
+    p.add_argument("--no-fairseq-lstm", action="store_true", help="skip fairseq's own lstm row")
+    p.add_argument("--no-criterions", action="store_true", help="skip the criterion rows")
+    p.add_argument("--gpu", dest="cpu", action="store_false", help="run on the GPU (default: CPU)")
+    p.add_argument("--out", help="also write the Markdown table to this file")
+    return p
+
+
+def main(argv=None):
+    args = get_parser().parse_args(argv)
+    os.makedirs(args.workdir, exist_ok=True)
+    databin = args.data_bin or synthetic_databin(args.workdir)
+    archs = plugin_architectures() if args.archs == "all" else args.archs.split(",")
+    if BACKBONE in archs:
+        archs.remove(BACKBONE)
+    runs = [(BACKBONE, BACKBONE, [])] + [(a, a, []) for a in archs]
+    if not args.no_criterions:
+        runs += CRITERION_RUNS
+    if not args.no_fairseq_lstm:
+        runs.append(("lstm (fairseq's own)", "lstm", []))
+    rows = []
+    for i, (label, arch, extra) in enumerate(runs, 1):
+        print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
+        rows.append(benchmark_run(label, arch, extra, args, databin, args.workdir))
+    collate = collater_timing(databin)
+    table = markdown(rows, collate, args)
+    print(table)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(table)
+    return 0 if not any(r.error for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -84,7 +84,9 @@ def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
     row = Row(label)
     save = os.path.join(workdir, re.sub(r"\W+", "_", label))
     lstm = arch == "lstm"
-    task = ["--task", "translation"] if lstm else ["--user-dir", user_dir(), "--task", "syntax_translation"]
+    # fairseq's lstm saves argparse.Namespace in its checkpoints: --user-dir lets the safe
+    # loader read them; the task stays fairseq's own translation task.
+    task = ["--user-dir", user_dir(), "--task", "translation" if lstm else "syntax_translation"]
     train = ["fairseq-train", databin, *task, "--arch", arch, *size_args(args, lstm),
              "--optimizer", "adam", "--lr", "0.002", "--max-tokens", str(args.max_tokens),
              "--max-update", str(args.updates), "--seed", "1", "--save-dir", save,

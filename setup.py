@@ -25,6 +25,7 @@ setup(
         "networkx>=3.0,<4",
         "conllu>=4.5,<7",
         "spacy>=3.8,<3.9",
+        "eflomal>=2.0,<3",  # --align eflomal
         "tqdm>=4.60",
         "matplotlib>=3.7,<4",  # heatmaps of look-ahead attention and syntax gates
     ],

@@ -40,11 +40,7 @@ from tqdm import tqdm
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees
 from fairseq_syntax.syntax.dependency import binarize_head_outward, project_heads_to_subwords
 from fairseq_syntax.syntax.errors import SyntaxInputError
-from fairseq_syntax.syntax.pharaoh import (
-    format_pharaoh,
-    parse_pharaoh_line,
-    project_alignment_to_subwords,
-)
+from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line, project_alignment_to_subwords
 from fairseq_syntax.syntax.text_io import read_text_lines
 
 from .eflomal_align import SYMMETRISATION, BackgroundAlignment, eflomal_version
@@ -71,7 +67,7 @@ BINARISATION_RULE = (
 ALIGNMENT_RULE = (
     "Pharaoh i-j (0-based, source-target) word links projected onto subwords: every piece "
     "of source word i is linked to every piece of target word j; sorted, deduplicated; "
-    "binarised by fairseq's --align-suffix (train.align.{src}-{tgt}.bin/.idx)."
+    "binarised as fairseq's --align-suffix does (train.align.{src}-{tgt}.bin/.idx)."
 )
 
 
@@ -106,7 +102,7 @@ class EncodedSplit:
     name: str
     source_lines: List[str] = field(default_factory=list)
     target_lines: List[str] = field(default_factory=list)
-    align_lines: Optional[List[str]] = None
+    align_links: Optional[List[List[Tuple[int, int]]]] = None  # subword links per sentence
     heads: List[np.ndarray] = field(default_factory=list)
     trees: List[np.ndarray] = field(default_factory=list)
     source_lengths: List[int] = field(default_factory=list)
@@ -322,14 +318,11 @@ def _check_pieces(pieces: List[str], path: str, line: int, what: str) -> None:
 
 
 def _encode_words(sp, sentences: Sequence[Sequence[str]]) -> List[List[List[str]]]:
-    """Every word of every sentence encoded by itself, in one batched sentencepiece call."""
-    flat = [w for words in sentences for w in words]
-    pieces = sp.encode(flat, out_type=str)
-    out, start = [], 0
-    for words in sentences:
-        out.append(pieces[start:start + len(words)])
-        start += len(words)
-    return out
+    """Every word of every sentence encoded by itself: each distinct word once, in one
+    batched sentencepiece call (encoding a word does not depend on its context)."""
+    types = sorted({w for words in sentences for w in words})
+    table = dict(zip(types, sp.encode(types, out_type=str)))
+    return [[table[w] for w in words] for words in sentences]
 
 
 def encode_subwords(data: SplitData, sp, target_words: bool) -> EncodedSplit:
@@ -398,8 +391,8 @@ def project_alignments(data: SplitData, out: EncodedSplit) -> None:
     """Project the split's word alignments (if any) onto its subwords."""
     if data.alignments is None:
         return
-    out.align_lines = [
-        format_pharaoh(project_alignment_to_subwords(links, src_counts, tgt_counts))
+    out.align_links = [
+        project_alignment_to_subwords(links, src_counts, tgt_counts)
         for links, src_counts, tgt_counts in zip(data.alignments, out.source_counts,
                                                  out.target_counts)
     ]
@@ -451,23 +444,24 @@ def run_fairseq_preprocess(work: str, staging: str, encoded: Sequence[EncodedSpl
                 handler.close()
 
 
-def write_alignments(work: str, staging: str, encoded: Sequence[EncodedSplit], src: str,
-                     tgt: str) -> None:
-    """Binarise the subword alignments of every aligned split with fairseq's own alignment
-    binarizer (what ``fairseq-preprocess --align-suffix`` runs), as
-    ``{split}.align.{src}-{tgt}.bin/.idx``."""
-    from argparse import Namespace
+def write_alignments(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str) -> None:
+    """Binarise the subword alignments of every aligned split as
+    ``{split}.align.{src}-{tgt}.bin/.idx``, byte for byte what ``fairseq-preprocess
+    --align-suffix`` writes for the same Pharaoh lines (its builder, ``uint32`` items of
+    flattened ``i, j`` pairs), without its per-link text parsing."""
+    import torch
+    from fairseq.data import indexed_dataset
 
-    from fairseq_cli import preprocess
-
-    args = Namespace(destdir=staging, source_lang=src, target_lang=tgt, dataset_impl="mmap",
-                     only_source=False)
     for split in encoded:
-        if split.align_lines is None:
+        if split.align_links is None:
             continue
-        path = os.path.join(work, f"{split.name}.align")
-        _write_lines(path, split.align_lines)
-        preprocess._make_binary_alignment_dataset(path, f"{split.name}.align", 1, args)
+        prefix = os.path.join(staging, f"{split.name}.align.{src}-{tgt}")
+        builder = indexed_dataset.make_builder(
+            indexed_dataset.data_file_path(prefix), impl="mmap", vocab_size=None)
+        for links in split.align_links:
+            flat = np.asarray(links, dtype=np.int32).reshape(-1)
+            builder.add_item(torch.from_numpy(flat))
+        builder.finalize(indexed_dataset.index_file_path(prefix))
         split.aligned = True
 
 
@@ -535,6 +529,7 @@ def alignment_record(args, splits: Sequence[SplitData]) -> Optional[dict]:
             "kind": "eflomal",
             "eflomal_version": eflomal_version(),
             "symmetrisation": SYMMETRISATION,
+            "samplers": getattr(args, "eflomal_samplers", 3),
             "splits": [d.files.name for d in eflomal_splits(splits)],
             "note": "one eflomal run over the concatenated train and valid splits "
                     "(whitespace tokens; eflomal lowercases), both directions, no seed",
@@ -659,7 +654,7 @@ def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str) ->
                     " + ".join(d.files.name for d in to_align), SYMMETRISATION)
         aligner = BackgroundAlignment(
             [w for d in to_align for w in d.source], [w for d in to_align for w in d.target],
-            workdir=work,
+            workdir=work, n_samplers=getattr(args, "eflomal_samplers", 3),
         )
     if args.spm_model is not None:
         model_path, trained = args.spm_model, False
@@ -693,9 +688,9 @@ def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str) ->
             start += len(data.source)
     for data, enc in zip(splits, encoded):
         project_alignments(data, enc)
-    write_alignments(work, staging, encoded, src, tgt)
+    write_alignments(staging, encoded, src, tgt)
     for enc in encoded:  # the text is in fairseq's binaries now
-        enc.source_lines, enc.target_lines, enc.align_lines = [], [], None
+        enc.source_lines, enc.target_lines, enc.align_links = [], [], None
     return SubwordOutput(model_path, trained, encoded)
 
 

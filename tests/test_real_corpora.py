@@ -232,6 +232,28 @@ def test_eflomal_alignments_end_to_end(parsed_databin, parsed_corpus):
     assert not (dest / "test.align.en-vf.bin").exists()
 
 
+def test_alignment_binaries_are_fairseqs(parsed_databin, tmp_path):
+    """The alignment binaries are byte for byte what fairseq-preprocess's own alignment
+    binarizer writes for the same Pharaoh lines."""
+    from argparse import Namespace
+
+    from fairseq.data import indexed_dataset
+    from fairseq_cli import preprocess
+
+    dest, _, _ = parsed_databin
+    align = indexed_dataset.MMapIndexedDataset(str(dest / "train.align.en-vf"))
+    text = tmp_path / "train.align"
+    text.write_text("".join(
+        " ".join(f"{i}-{j}" for i, j in align[k].view(-1, 2).tolist()) + "\n"
+        for k in range(len(align))), encoding="utf-8")
+    args = Namespace(destdir=str(tmp_path), source_lang="en", target_lang="vf",
+                     dataset_impl="mmap", only_source=False)
+    preprocess._make_binary_alignment_dataset(str(text), "train.align", 1, args)
+    for ext in ("bin", "idx"):
+        assert (tmp_path / f"train.align.en-vf.{ext}").read_bytes() == (
+            dest / f"train.align.en-vf.{ext}").read_bytes()
+
+
 def test_eflomal_both_directions_symmetrised(parsed_corpus):
     from fairseq_syntax_preprocess.eflomal_align import align_eflomal
 

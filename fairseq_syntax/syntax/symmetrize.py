@@ -26,15 +26,13 @@ NEIGHBOURS: Tuple[Link, ...] = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1,
 
 
 def _check(links: Iterable[Link], n_src: int, n_tgt: int, what: str) -> Set[Link]:
-    out = set()
-    for i, j in links:
-        i, j = int(i), int(j)
+    out = {(int(i), int(j)) for i, j in links}
+    for i, j in out:
         if not (0 <= i < n_src and 0 <= j < n_tgt):
             raise ValueError(
                 f"{what} link {i}-{j} is out of range (source has {n_src} words, target "
                 f"has {n_tgt} words)"
             )
-        out.add((i, j))
     return out
 
 
@@ -49,6 +47,8 @@ def grow_diag_final_and(
     """
     fwd = _check(forward, n_src, n_tgt, "forward")
     rev = _check(reverse, n_src, n_tgt, "reverse")
+    if fwd == rev:  # intersection == union: nothing to grow, every point already aligned
+        return sorted(fwd)
     union = fwd | rev
     alignment = fwd & rev
     src_aligned = [False] * n_src

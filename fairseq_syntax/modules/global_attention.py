@@ -34,7 +34,8 @@ class LuongScore(nn.Module):
 
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
         """``[B, H] x [B, S, H] -> [B, S]`` scores."""
-        return torch.bmm(projected_keys, query.unsqueeze(2)).squeeze(2)
+        # [B,1,H] x [B,H,S]: on CPU several times faster than [B,S,H] x [B,H,1]
+        return torch.bmm(query.unsqueeze(1), projected_keys.transpose(1, 2)).squeeze(1)
 
 
 class GlobalAttentionLayer(nn.Module):

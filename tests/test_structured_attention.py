@@ -249,7 +249,7 @@ def test_induced_trees_cli_writes_conllu_and_prints_table3(
         checkpoints, synthetic_databin, synthetic_raw, tmp_path, capsys):
     from fairseq_syntax.cli.induced_trees import main
 
-    archs = ["sa_nmt_shared", "sa_nmt_hard", "fa_nmt"]
+    archs = ["sa_nmt_shared", "fa_nmt"]
     paths = [checkpoints(a) for a in archs]
     gold_path = synthetic_raw / "test.en.conllu"
     template = tmp_path / "{arch}.conllu"
@@ -277,7 +277,7 @@ def test_induced_trees_cli_writes_conllu_and_prints_table3(
     row = lines[i + 2].split()
     assert row[:2] == ["EN", "(VF)"] and len(row) == 2 + 8
     filled = [cell != "-" for cell in row[2:7]]
-    assert filled == [True, False, False, True, True]  # fa no-shared, sa shared, sa hard
+    assert filled == [True, False, False, True, False]  # fa no-shared, sa shared
     left = score_corpus([left_branching(len(t.heads)) for t in gold], gold).left
     assert row[7] == f"{left.directed_accuracy:04.1f}"
     assert row[9] == f"{left.undirected_accuracy:04.1f}"

@@ -722,6 +722,8 @@ class BackgroundStage:
         with open(result_path + ".tmp", "wb") as f:
             f.write(payload)
         os.replace(result_path + ".tmp", result_path)
+        if value[0] == "error":  # an eflomal sampler may still run in this group: end it
+            os.killpg(0, signal.SIGTERM)
 
     @staticmethod
     def available() -> bool:
@@ -747,12 +749,13 @@ class BackgroundStage:
         raise RuntimeError(f"the subword stage failed:\n{value[2]}")
 
     def abort(self):
-        if self.process.is_alive():
-            try:
-                os.killpg(self.process.pid, signal.SIGTERM)
-            except OSError:
-                pass
-            self.process.join()
+        """Stop the stage and what it started (an eflomal sampler outlives its parent);
+        the group lives on while any member does, so its id is still ours."""
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except OSError:  # the group is gone already
+            pass
+        self.process.join()
 
 
 def run(args) -> None:
@@ -801,8 +804,16 @@ def run(args) -> None:
                 parse_split(data, parser, args.workers, args.parse_batch_size, pool=pool)
             pool.close()
             pool = None
-        output = background.result() if background is not None else stage()
-        background = None
+        if background is not None:
+            try:
+                output = background.result()
+            finally:  # on failure: stop an eflomal sampler it may have left running
+                if background.process.exitcode != 0 or not os.path.exists(
+                        background.result_path):
+                    background.abort()
+                background = None
+        else:
+            output = stage()
         model_path, trained, encoded = output.model_path, output.trained, output.encoded
         for data, enc in zip(splits, encoded):
             logger.info(

@@ -318,6 +318,23 @@ def test_parser_never_overwrites_a_foreign_conllu(synthetic_raw, tiny_parser, tm
     assert not (tmp_path / "b").exists()
 
 
+def test_background_stage_error_is_reported(parsed_corpus, tiny_parser, tmp_path, capsys):
+    """With --parser and --workers 2 the subword stage (sentencepiece, fairseq binaries,
+    eflomal) runs in a forked process while parsing; its errors still come back as the
+    usual one-line error, and nothing is written."""
+    bogus = tmp_path / "bogus.model"
+    bogus.write_bytes(b"not a model")
+    raw = str(parsed_corpus)
+    err = _preprocess_error([
+        "-s", "en", "-t", "vf", "--trainpref", f"{raw}/valid", "--parser", tiny_parser,
+        "--parse-cache", str(tmp_path / "cache"), "--workers", "2", "--align", "eflomal",
+        "--spm-model", str(bogus), "--destdir", str(tmp_path / "bin"),
+    ], capsys)
+    assert "bogus.model: not a sentencepiece model" in err
+    assert not (tmp_path / "bin").exists()
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".bin.")]
+
+
 # ----------------------------------------------------------------------------- raw input
 
 

@@ -12,6 +12,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 import fairseq_syntax  # noqa: F401  (registers the plugin)
 from fairseq_syntax.data.tree_tensors import HEAD_PAD, PAD_DISTANCE, tree_distances
+from model_utils import incremental_log_probs
 from fairseq_syntax.models.syntax_directed_rnn import SyntaxDirectedRNNModel
 from fairseq_syntax.modules.local_attention import (
     PositionPredictor, distance_row, local_p_weights, syntax_directed_weights,
@@ -334,19 +335,6 @@ def test_syntax_inputs_and_attention_type(arch):
 
 def full_log_probs(model, src, lengths, prev, side):
     return torch.log_softmax(model(src, lengths, prev, **side)[0], dim=-1)
-
-
-def incremental_log_probs(model, encoder_out, prev, reorder=None, reorder_at=None):
-    state, steps = {}, []
-    for t in range(prev.size(1)):
-        if reorder is not None and t == reorder_at:
-            model.decoder.reorder_incremental_state_scripting(state, reorder)
-            encoder_out = model.encoder.reorder_encoder_out(encoder_out, reorder)
-            prev = prev.index_select(0, reorder)
-            steps = [s.index_select(0, reorder) for s in steps]
-        logits, _ = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
-        steps.append(torch.log_softmax(logits[:, -1], dim=-1))
-    return torch.stack(steps, dim=1)
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -42,6 +42,7 @@ setup(
             "fairseq-syntax-lookahead-heatmap = fairseq_syntax.cli.lookahead_heatmap:main",
             "fairseq-syntax-induced-trees = fairseq_syntax.cli.induced_trees:main",
             "fairseq-syntax-benchmark = fairseq_syntax.cli.benchmark:main",
+            "fairseq-syntax-experiment = fairseq_syntax.cli.experiment:main",
         ],
     },
 )

@@ -58,7 +58,7 @@ DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
 
 # Per-corpus defaults of the sizes and the budget (CPU-friendly for synthetic).
 DEFAULTS = {
-    "synthetic": dict(updates=400, max_tokens=2000, embed_dim=64, encoder_hidden=64,
+    "synthetic": dict(updates=300, max_tokens=2000, embed_dim=64, encoder_hidden=64,
                       decoder_hidden=128, dropout=0.1, lr=0.003),
     "multi30k": dict(updates=6000, max_tokens=4000, embed_dim=256, encoder_hidden=256,
                      decoder_hidden=512, dropout=0.3, lr=0.001),
@@ -541,7 +541,7 @@ def get_parser() -> argparse.ArgumentParser:
                    "attentional_rnn+supervised_attention, attentional_rnn+blackout, "
                    "tree2seq+length_prior")
     p.add_argument("--updates", type=int,
-                   help="training updates of every method (default: synthetic 400, multi30k 6000)")
+                   help="training updates of every method (default: synthetic 300, multi30k 6000)")
     p.add_argument("--max-minutes", type=float, default=0,
                    help="also stop each training after this many minutes (0: no limit; "
                    "makes the budget machine-dependent)")

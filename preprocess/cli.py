@@ -82,11 +82,17 @@ def get_parser() -> argparse.ArgumentParser:
                              "in both directions over the train and valid splits together "
                              "(their whitespace tokens), symmetrised with grow-diag-final-and; "
                              "test splits are not aligned; runs while the parser parses")
-    parser.add_argument("--eflomal-samplers", type=int, default=3, metavar="N",
+    parser.add_argument("--eflomal-samplers", type=int, default=1, metavar="N",
                         help="with --align eflomal: independent samplers per direction "
-                             "(eflomal's default 3; 1 costs about a third of the CPU time, "
-                             "with links that differ from 3 samplers' about as much as two "
-                             "runs of 3 differ) (default: %(default)s)")
+                             "(default: %(default)s; eflomal's own default is 3, which costs "
+                             "3x the CPU time: on the 29,000 Multi30k pairs 1 sampler takes "
+                             "about 10 CPU seconds against 28, and its symmetrised links agree "
+                             "with 3 samplers' at F1 0.96, as two runs of 3 agree at 0.97)")
+    parser.add_argument("--eflomal-iterations", type=float, default=1.0, metavar="REL",
+                        help="with --align eflomal: sampling iterations relative to eflomal's "
+                             "default for the corpus size (its rel_iterations; 0.5 halves the "
+                             "CPU time, links agree with 3 samplers' at F1 0.955) "
+                             "(default: %(default)s)")
     parser.add_argument("--spm-model", default=None, metavar="FILE",
                         help="an existing sentencepiece model; without it one joint model is "
                              "trained on the train source + target text")
@@ -132,6 +138,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                      "or read them")
     if args.eflomal_samplers < 1:
         parser.error("--eflomal-samplers must be at least 1")
+    if not args.eflomal_iterations > 0:
+        parser.error("--eflomal-iterations must be positive")
     if args.parse_cache and not args.parser:
         parser.error("--parse-cache needs --parser")
     if args.parse_batch_size < 1:

@@ -8,11 +8,12 @@ Steps (nothing is written to ``--destdir`` unless all of them succeed):
    are cached as CoNLL-U);
 2. the *subword stage* (:func:`subword_stage`), which needs no parse: train (or load) a
    sentencepiece model; encode source words one by one and the target sentence as a
-   whole; write the subword text to a work folder and run fairseq's own
-   ``preprocess.main`` on it into a staging folder (a sibling of ``--destdir``), so
-   dictionaries and binaries are exactly fairseq's; with ``--align eflomal`` align the
-   train and valid splits (:mod:`.eflomal_align`, started first, in a thread); project
-   the alignments onto subwords and binarise them with fairseq's alignment binarizer;
+   whole; write fairseq's dictionaries and token binaries for the subword tokens into
+   a staging folder (a sibling of ``--destdir``), byte for byte what fairseq's own
+   ``fairseq-preprocess --dataset-impl mmap`` writes (:mod:`.fairseq_binary`); with
+   ``--align eflomal`` align the train and valid splits (:mod:`.eflomal_align`, started
+   first, in a thread); project the alignments onto subwords and binarise them as
+   fairseq's alignment binarizer does;
 3. project the heads onto subwords and binarise the trees; write the ``heads``/``tree``
    side-files, ``spm.model`` and ``syntax_manifest.json`` into the staging folder;
 4. move the staging folder into place (with ``--force``, replacing the old folder only
@@ -100,8 +101,8 @@ class EncodedSplit:
     """One split at subword level, ready to be written."""
 
     name: str
-    source_lines: List[str] = field(default_factory=list)
-    target_lines: List[str] = field(default_factory=list)
+    source_pieces: List[List[str]] = field(default_factory=list)  # the tokens fairseq sees
+    target_pieces: List[List[str]] = field(default_factory=list)
     align_links: Optional[List[List[Tuple[int, int]]]] = None  # subword links per sentence
     heads: List[np.ndarray] = field(default_factory=list)
     trees: List[np.ndarray] = field(default_factory=list)
@@ -365,8 +366,8 @@ def encode_subwords(data: SplitData, sp, target_words: bool) -> EncodedSplit:
                 )
             out.target_counts.append([len(p) for p in tgt_pieces_per_word])
         out.source_counts.append(counts)
-        out.source_lines.append(" ".join(flat_src))
-        out.target_lines.append(" ".join(flat_tgt))
+        out.source_pieces.append(flat_src)
+        out.target_pieces.append(flat_tgt)
         out.source_lengths.append(len(flat_src))
         out.target_lengths.append(len(flat_tgt))
         out.source_words += len(words)
@@ -401,88 +402,30 @@ def project_alignments(data: SplitData, out: EncodedSplit) -> None:
 # --------------------------------------------------------------------------- writing
 
 
-def _write_lines(path: str, lines: Sequence[str]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(line + "\n")
+def write_token_binaries(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str,
+                         joined_dictionary: bool) -> None:
+    """fairseq's dictionaries (built on the train split) and token binaries of every
+    split, byte for byte what ``fairseq-preprocess --dataset-impl mmap`` writes for the
+    subword text (:mod:`.fairseq_binary`, without fairseq's per-line tensors)."""
+    from .fairseq_binary import binarize_splits
 
-
-def run_fairseq_preprocess(work: str, staging: str, encoded: Sequence[EncodedSplit],
-                           src: str, tgt: str, workers: int, joined_dictionary: bool) -> None:
-    """Write the subword text into ``work`` and binarise it with fairseq's own preprocess."""
-    prefixes: Dict[str, List[str]] = {"train": [], "valid": [], "test": []}
-    for split in encoded:
-        prefix = os.path.join(work, split.name)
-        _write_lines(f"{prefix}.{src}", split.source_lines)
-        _write_lines(f"{prefix}.{tgt}", split.target_lines)
-        kind = split.name.rstrip("0123456789")
-        prefixes[kind].append(prefix)
-
-    from fairseq import options
-    from fairseq_cli import preprocess
-
-    argv = [
-        "--source-lang", src, "--target-lang", tgt,
-        "--trainpref", prefixes["train"][0],
-        "--destdir", staging, "--workers", str(workers), "--dataset-impl", "mmap",
-    ]
-    if prefixes["valid"]:
-        argv += ["--validpref", ",".join(prefixes["valid"])]
-    if prefixes["test"]:
-        argv += ["--testpref", ",".join(prefixes["test"])]
-    if joined_dictionary:
-        argv += ["--joined-dictionary"]
-    parser = options.get_preprocessing_parser()
-    args = parser.parse_args(argv)
-    before = list(preprocess.logger.handlers)
-    try:
-        preprocess.main(args)
-    finally:
-        for handler in preprocess.logger.handlers[:]:
-            if handler not in before:
-                preprocess.logger.removeHandler(handler)
-                handler.close()
+    binarize_splits(staging, [(e.name, e.source_pieces, e.target_pieces) for e in encoded],
+                    src, tgt, joined_dictionary)
 
 
 def write_alignments(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str) -> None:
     """Binarise the subword alignments of every aligned split as
     ``{split}.align.{src}-{tgt}.bin/.idx``, byte for byte what ``fairseq-preprocess
-    --align-suffix`` writes for the same Pharaoh lines (its builder, ``uint32`` items of
-    flattened ``i, j`` pairs), without its per-link text parsing."""
-    import torch
-    from fairseq.data import indexed_dataset
+    --align-suffix`` writes for the same Pharaoh lines (``uint32`` items of flattened
+    ``i, j`` pairs), without its per-link text parsing."""
+    from .fairseq_binary import write_alignment_dataset
 
     for split in encoded:
         if split.align_links is None:
             continue
-        prefix = os.path.join(staging, f"{split.name}.align.{src}-{tgt}")
-        builder = indexed_dataset.make_builder(
-            indexed_dataset.data_file_path(prefix), impl="mmap", vocab_size=None)
-        for links in split.align_links:
-            flat = np.asarray(links, dtype=np.int32).reshape(-1)
-            builder.add_item(torch.from_numpy(flat))
-        builder.finalize(indexed_dataset.index_file_path(prefix))
+        write_alignment_dataset(os.path.join(staging, f"{split.name}.align.{src}-{tgt}"),
+                                split.align_links)
         split.aligned = True
-
-
-def check_binaries(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str) -> None:
-    """Make sure fairseq's token binaries have the lengths the side-files assume."""
-    from fairseq.data import indexed_dataset
-
-    for split in encoded:
-        for lang, lengths in ((src, split.source_lengths), (tgt, split.target_lengths)):
-            prefix = os.path.join(staging, f"{split.name}.{src}-{tgt}.{lang}")
-            dataset = indexed_dataset.MMapIndexedDataset(prefix)
-            sizes = np.array(dataset.sizes)  # a copy: the view dies with the dataset's mmap
-            del dataset
-            expected = np.asarray(lengths) + 1
-            if len(sizes) != len(expected) or not np.array_equal(sizes, expected):
-                bad = next((k for k in range(min(len(sizes), len(expected)))
-                            if sizes[k] != expected[k]), min(len(sizes), len(expected)))
-                raise RuntimeError(
-                    f"fairseq's binary {prefix} disagrees with the subword text at sentence "
-                    f"{bad} (internal error)"
-                )
 
 
 def write_side_files(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str) -> None:
@@ -529,7 +472,8 @@ def alignment_record(args, splits: Sequence[SplitData]) -> Optional[dict]:
             "kind": "eflomal",
             "eflomal_version": eflomal_version(),
             "symmetrisation": SYMMETRISATION,
-            "samplers": getattr(args, "eflomal_samplers", 3),
+            "samplers": getattr(args, "eflomal_samplers", 1),
+            "rel_iterations": getattr(args, "eflomal_iterations", 1.0),
             "splits": [d.files.name for d in eflomal_splits(splits)],
             "note": "one eflomal run over the concatenated train and valid splits "
                     "(whitespace tokens; eflomal lowercases), both directions, no seed",
@@ -640,10 +584,12 @@ class SubwordOutput:
     encoded: List[EncodedSplit]
 
 
-def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str) -> SubwordOutput:
+def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str,
+                  threads: Optional[int] = None) -> SubwordOutput:
     """Everything that needs no parse: sentencepiece, fairseq's dictionaries and token
     binaries, and the alignments (eflomal is started first, in a thread, and its links
-    are projected and binarised last). Leaves ``heads``/``trees`` to the driver."""
+    are projected and binarised last). Leaves ``heads``/``trees`` to the driver.
+    ``threads``: sentencepiece training threads (default ``--workers``)."""
     import sentencepiece as spm
 
     aligner = None
@@ -654,7 +600,8 @@ def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str) ->
                     " + ".join(d.files.name for d in to_align), SYMMETRISATION)
         aligner = BackgroundAlignment(
             [w for d in to_align for w in d.source], [w for d in to_align for w in d.target],
-            workdir=work, n_samplers=getattr(args, "eflomal_samplers", 3),
+            workdir=work, n_samplers=getattr(args, "eflomal_samplers", 1),
+            rel_iterations=getattr(args, "eflomal_iterations", 1.0),
         )
     if args.spm_model is not None:
         model_path, trained = args.spm_model, False
@@ -664,7 +611,7 @@ def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str) ->
                     splits[0].files.target)
         model_path = train_sentencepiece(
             splits, os.path.join(work, "spm"), args.vocab_size, args.spm_model_type,
-            args.character_coverage, args.workers,
+            args.character_coverage, args.workers if threads is None else threads,
         )
         trained = True
     try:
@@ -676,10 +623,7 @@ def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str) ->
                for d in splits]
 
     src, tgt = args.source_lang, args.target_lang
-    # no fork while the eflomal thread runs (a forked child could inherit a held lock)
-    run_fairseq_preprocess(work, staging, encoded, src, tgt,
-                           1 if aligner is not None else args.workers, args.joined_dictionary)
-    check_binaries(staging, encoded, src, tgt)
+    write_token_binaries(staging, encoded, src, tgt, args.joined_dictionary)
     if aligner is not None:
         links = aligner.result()[0]
         start = 0
@@ -690,7 +634,7 @@ def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str) ->
         project_alignments(data, enc)
     write_alignments(staging, encoded, src, tgt)
     for enc in encoded:  # the text is in fairseq's binaries now
-        enc.source_lines, enc.target_lines, enc.align_links = [], [], None
+        enc.source_pieces, enc.target_pieces, enc.align_links = [], [], None
     return SubwordOutput(model_path, trained, encoded)
 
 
@@ -789,10 +733,15 @@ def run(args) -> None:
         work = tempfile.mkdtemp(prefix=f".{base}.work-", dir=parent)
 
         # 2. the subword stage: in a child process while the parser runs, or in line
-        def stage():
-            return subword_stage(args, splits, work, staging)
+        in_background = bool(to_parse) and args.workers > 1 and BackgroundStage.available()
 
-        if to_parse and args.workers > 1 and BackgroundStage.available():
+        def stage():
+            # beside the parser's workers one sentencepiece thread: more threads only spin
+            # (2 threads cost 3x the CPU time of 1 on Multi30k, for the same model)
+            return subword_stage(args, splits, work, staging,
+                                 threads=1 if in_background else None)
+
+        if in_background:
             logger.info("subwords, fairseq binaries%s: in a background process while parsing",
                         " and eflomal" if getattr(args, "align", None) else "")
             background = BackgroundStage(stage, os.path.join(work, "subword-stage.pickle"), work)

@@ -511,3 +511,62 @@ def test_bad_input(runs, case):
     assert not os.path.exists(os.path.dirname(info["dest"]))  # the created parent is gone too
     leftovers = [p for p in os.listdir(info["folder"]) if p.startswith(".")]
     assert leftovers == []
+
+
+# ----------------------------------------------------------------------------- binaries
+
+
+def _fairseq_preprocess(tmp_path, splits, joined):
+    """fairseq's own preprocessing of the same token lines (the reference)."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    text = tmp_path / "text"
+    text.mkdir()
+    for name, src_lines, tgt_lines in splits:
+        for lang, lines in ((SRC, src_lines), (TGT, tgt_lines)):
+            (text / f"{name}.{lang}").write_text("".join(" ".join(l) + "\n" for l in lines),
+                                                 encoding="utf-8")
+    dest = tmp_path / "fairseq"
+    argv = ["--source-lang", SRC, "--target-lang", TGT, "--trainpref", str(text / "train"),
+            "--validpref", str(text / "valid"), "--destdir", str(dest), "--workers", "1",
+            "--dataset-impl", "mmap"] + (["--joined-dictionary"] if joined else [])
+    before = list(preprocess.logger.handlers)
+    try:
+        preprocess.main(options.get_preprocessing_parser().parse_args(argv))
+    finally:
+        for handler in preprocess.logger.handlers[:]:
+            if handler not in before:
+                preprocess.logger.removeHandler(handler)
+                handler.close()
+    return dest
+
+
+@pytest.mark.parametrize("joined", [False, True])
+def test_token_binaries_are_fairseqs(tmp_path, joined):
+    """The direct writer's dictionaries and token binaries are byte for byte what
+    fairseq-preprocess writes: count ties, unknown tokens in valid, an empty line, a
+    vocabulary to pad to a multiple of 8, and uint32 items past 65,500 symbols."""
+    from fairseq_syntax_preprocess.fairseq_binary import binarize_splits
+
+    rng = random.Random(5)
+    small = ["▁a", "b", "▁c", "é", "▁Ü", "z", "y", "▁x", "<unk>", "</s>", "madeupword0001"]
+    big = [f"w{k}" for k in range(70000)]
+    for vocab in (small, big):
+        def line(n):
+            return [rng.choice(vocab) for _ in range(n)]
+
+        train = [line(rng.randint(1, 9)) for _ in range(60)] + [[]]
+        if vocab is big:
+            train += [big[k:k + 500] for k in range(0, len(big), 500)]
+        valid = [line(rng.randint(1, 9)) + ["never-seen"] for _ in range(7)]
+        splits = [("train", train, list(reversed(train))), ("valid", valid, valid[::-1])]
+        case = tmp_path / f"{len(vocab)}-{joined}"
+        case.mkdir()
+        reference = _fairseq_preprocess(case, splits, joined)
+        ours = case / "ours"
+        binarize_splits(str(ours), splits, SRC, TGT, joined)
+        names = sorted(p.name for p in reference.iterdir() if p.name != "preprocess.log")
+        assert sorted(p.name for p in ours.iterdir()) == names
+        for name in names:
+            assert (ours / name).read_bytes() == (reference / name).read_bytes(), name

@@ -142,6 +142,29 @@ def test_tree_lstm_gradients():
     assert torch.autograd.gradcheck(fn, (leaf_h, leaf_c))
 
 
+def test_tree_lstm_weight_and_leaf_gradients_equal_the_recursive_reference():
+    torch.manual_seed(4)
+    tree, num_leaves = batch_trees(), torch.tensor([6, 5, 4, 6])
+    module = BinaryTreeLSTM(3).double()
+    leaf_h = torch.randn(4, 7, 3, dtype=torch.double, requires_grad=True)
+    leaf_c = torch.randn(4, 7, 3, dtype=torch.double, requires_grad=True)
+    phrase_h, phrase_c, valid = module(leaf_h, leaf_c, tree, num_leaves)
+    weights = torch.randn(phrase_h.shape, dtype=torch.double)
+    batched = torch.autograd.grad((phrase_h * weights).sum() + phrase_c.sum(),
+                                  [leaf_h, leaf_c, *module.parameters()])
+    total = 0
+    for b in range(4):
+        n = int(num_leaves[b])
+        rows = [tuple(r) for r in tree[b].tolist() if r[0] >= 0]
+        states = recursive_reference(module.cell, leaf_h[b], leaf_c[b], rows, n)
+        for k in range(len(rows)):
+            h, c = states[n + k]
+            total = total + (h * weights[b, k]).sum() + c.sum()
+    reference = torch.autograd.grad(total, [leaf_h, leaf_c, *module.parameters()])
+    for got, expected in zip(batched, reference):
+        assert torch.allclose(got, expected, atol=1e-10)
+
+
 def test_memory_cells_equal_a_step_by_step_lstm():
     torch.manual_seed(2)
     lstm = nn.LSTM(3, 4, batch_first=True, bidirectional=True)

@@ -129,6 +129,11 @@ class BinaryTreeLSTM(nn.Module):
     sentence at position ``j``; positions ``>= n`` are never read), ``tree [B, M, 2]``,
     ``num_leaves [B]``. Returns ``(phrase_h, phrase_c)`` ``[B, M, d]`` (row ``k`` is internal
     node ``n + k``; padding rows are 0) and ``valid [B, M]``.
+
+    States live in *stores*, one per level (store 0 holds the leaves, store ``l`` the
+    nodes of level ``l``), each written once: a level gathers its children from the
+    earlier stores with one ``index_select`` per store it reads, so the backward pass
+    only touches tensors of a level's size, never a buffer of the whole batch.
     """
 
     def __init__(self, dim: int, forget_bias: float = 1.0):
@@ -139,19 +144,41 @@ class BinaryTreeLSTM(nn.Module):
         bsz, leaf_slots, dim = leaf_h.shape
         rows = tree.size(1)
         _, valid = tree_slots(tree, num_leaves, leaf_slots)
-        # one buffer per state: the leaves, then one slot per tree row, written level by level
-        h = torch.cat([leaf_h, leaf_h.new_zeros(bsz, rows, dim)], dim=1)
-        c = torch.cat([leaf_c, leaf_c.new_zeros(bsz, rows, dim)], dim=1)
-        for level in tree_levels(tree, num_leaves, leaf_slots):
-            left = (h[level.batch, level.left], c[level.batch, level.left])
-            right = (h[level.batch, level.right], c[level.batch, level.right])
-            parent_h, parent_c = self.cell(left, right)
-            target = leaf_slots + level.node
-            # in place: reading slots by advanced indexing keeps only the indices for
-            # backward, so later writes into the buffer do not disturb the gradients
-            h.index_put_((level.batch, target), parent_h)
-            c.index_put_((level.batch, target), parent_c)
-        return h[:, leaf_slots:], c[:, leaf_slots:], valid
+        levels = tree_levels(tree, num_leaves, leaf_slots)
+        # store and row of every internal node (b, k), and of every leaf slot of sentence b
+        store = tree.new_zeros(bsz, leaf_slots + rows)
+        row = torch.arange(leaf_slots, device=tree.device).repeat(bsz, 1) \
+            + leaf_slots * torch.arange(bsz, device=tree.device).unsqueeze(1)
+        row = torch.cat([row, tree.new_zeros(bsz, rows)], dim=1)
+        for level, nodes in enumerate(levels, start=1):
+            store[nodes.batch, leaf_slots + nodes.node] = level
+            row[nodes.batch, leaf_slots + nodes.node] = torch.arange(len(nodes.node), device=tree.device)
+        stores = [torch.cat([leaf_h, leaf_c], dim=-1).reshape(bsz * leaf_slots, 2 * dim)]
+        for nodes in levels:
+            left = _gather(stores, store[nodes.batch, nodes.left], row[nodes.batch, nodes.left])
+            right = _gather(stores, store[nodes.batch, nodes.right], row[nodes.batch, nodes.right])
+            parent_h, parent_c = self.cell(left.split(dim, dim=-1), right.split(dim, dim=-1))
+            stores.append(torch.cat([parent_h, parent_c], dim=-1))
+        phrases = leaf_h.new_zeros(bsz, rows, 2 * dim)
+        if levels:
+            offsets = torch.tensor([0] + [len(nodes.node) for nodes in levels], device=tree.device).cumsum(0)
+            internal_store = store[:, leaf_slots:]
+            flat = offsets[(internal_store - 1).clamp(min=0)] + row[:, leaf_slots:]
+            phrases[valid] = torch.cat(stores[1:]).index_select(0, flat[valid])
+        phrase_h, phrase_c = phrases.split(dim, dim=-1)
+        return phrase_h, phrase_c, valid
+
+
+def _gather(stores: List[Tensor], store: Tensor, row: Tensor) -> Tensor:
+    """``stores[store[i]][row[i]]`` for every ``i``: one ``index_select`` per store read."""
+    picks, pieces = [], []
+    for j in store.unique().tolist():
+        pick = store.eq(j).nonzero(as_tuple=True)[0]
+        picks.append(pick)
+        pieces.append(stores[j].index_select(0, row[pick]))
+    if len(pieces) == 1:
+        return pieces[0]
+    return torch.cat(pieces).index_select(0, torch.argsort(torch.cat(picks)))
 
 
 def _unpack(sequence, total_length: int) -> Tensor:
@@ -159,6 +186,10 @@ def _unpack(sequence, total_length: int) -> Tensor:
         out, _ = nn.utils.rnn.pad_packed_sequence(sequence, batch_first=True, total_length=total_length)
         return out
     return sequence
+
+
+def _rows(bias, rows):
+    return None if bias is None else bias[rows]
 
 
 def sequential_memory_cells(lstm: nn.LSTM, layer_input, layer_output, lengths: Tensor) -> Tensor:
@@ -190,9 +221,12 @@ def sequential_memory_cells(lstm: nn.LSTM, layer_input, layer_output, lengths: T
         h = out[..., direction * hidden:(direction + 1) * hidden].masked_fill(~real, 0.0)
         zero = h.new_zeros(bsz, 1, hidden)
         prev_h = torch.cat([h[:, 1:], zero], 1) if direction else torch.cat([zero, h[:, :-1]], 1)
-        gates = F.linear(x, getattr(lstm, "weight_ih_l0" + suffix), getattr(lstm, "bias_ih_l0" + suffix, None))
-        gates = gates + F.linear(prev_h, getattr(lstm, "weight_hh_l0" + suffix), getattr(lstm, "bias_hh_l0" + suffix, None))
-        i, f, g, _ = gates.chunk(4, dim=-1)
+        # c_t needs the input, forget and cell gates only: the first 3H rows of the weights
+        # (nn.LSTM orders them i, f, g, o)
+        rows = slice(0, 3 * hidden)
+        gates = F.linear(x, getattr(lstm, "weight_ih_l0" + suffix)[rows], _rows(getattr(lstm, "bias_ih_l0" + suffix, None), rows))
+        gates = gates + F.linear(prev_h, getattr(lstm, "weight_hh_l0" + suffix)[rows], _rows(getattr(lstm, "bias_hh_l0" + suffix, None), rows))
+        i, f, g = gates.chunk(3, dim=-1)
         update = (torch.sigmoid(i) * torch.tanh(g)).masked_fill(~real, 0.0)
         forget = torch.sigmoid(f)
         order = range(steps - 1, -1, -1) if direction else range(steps)

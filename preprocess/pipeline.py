@@ -473,7 +473,7 @@ def alignment_record(args, splits: Sequence[SplitData]) -> Optional[dict]:
             "eflomal_version": eflomal_version(),
             "symmetrisation": SYMMETRISATION,
             "samplers": getattr(args, "eflomal_samplers", 1),
-            "rel_iterations": getattr(args, "eflomal_iterations", 1.0),
+            "rel_iterations": getattr(args, "eflomal_iterations", 0.5),
             "splits": [d.files.name for d in eflomal_splits(splits)],
             "note": "one eflomal run over the concatenated train and valid splits "
                     "(whitespace tokens; eflomal lowercases), both directions, no seed",
@@ -601,7 +601,7 @@ def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str,
         aligner = BackgroundAlignment(
             [w for d in to_align for w in d.source], [w for d in to_align for w in d.target],
             workdir=work, n_samplers=getattr(args, "eflomal_samplers", 1),
-            rel_iterations=getattr(args, "eflomal_iterations", 1.0),
+            rel_iterations=getattr(args, "eflomal_iterations", 0.5),
         )
     if args.spm_model is not None:
         model_path, trained = args.spm_model, False

@@ -250,14 +250,15 @@ def cached_parse(data: SplitData, parser) -> bool:
     return True
 
 
-def parse_split(data: SplitData, parser, workers: int, batch_size: int, pool=None) -> None:
+def parse_split(data: SplitData, parser, workers: int, batch_size: int, pool=None,
+                on_tree=None) -> None:
     """Parse one split's source with spaCy and write its CoNLL-U cache: ``data.trees``."""
     from .spacy_parse import parse_and_cache
 
     try:
         trees = parse_and_cache(parser, data.files.source, data.source, data.files.parse,
                                 workers=workers, batch_size=batch_size,
-                                desc=f"parse {data.files.name}", pool=pool)
+                                desc=f"parse {data.files.name}", pool=pool, on_tree=on_tree)
     except ValueError as err:
         if isinstance(err, SyntaxInputError):
             raise
@@ -374,10 +375,64 @@ def encode_subwords(data: SplitData, sp, target_words: bool) -> EncodedSplit:
     return out
 
 
-def project_trees(data: SplitData, out: EncodedSplit) -> None:
-    """Project the split's word trees onto its subwords (heads) and binarise them."""
+class EarlyProjection:
+    """Projects a split's trees while the parser still parses (``on_tree`` of
+    :func:`parse_split`), in the main process, which otherwise only waits for the
+    workers: once the background stage has written the pieces per source word
+    (``counts_path``), each arriving tree is projected and binarised. Anything unexpected
+    (a tree that does not fit its counts) stops it quietly: :func:`project_trees` then
+    does the rest, and raises the error as it always has."""
+
+    CHECK_EVERY = 256  # trees between looks for the counts file
+
+    def __init__(self, counts_path: str, name: str):
+        self.counts_path = counts_path
+        self.name = name
+        self.counts: Optional[List[List[int]]] = None
+        self.heads: List[np.ndarray] = []
+        self.trees: List[np.ndarray] = []
+        self.stopped = False
+
+    def __call__(self, parsed: Sequence[ParsedSentence]) -> None:
+        if self.stopped:
+            return
+        if self.counts is None:
+            if len(parsed) % self.CHECK_EVERY or not os.path.exists(self.counts_path):
+                return
+            with open(self.counts_path, "rb") as f:
+                self.counts = pickle.load(f).get(self.name)
+            if self.counts is None:
+                self.stopped = True
+                return
+        try:
+            for k in range(len(self.heads), min(len(parsed), len(self.counts))):
+                heads = project_heads_to_subwords(parsed[k].heads, self.counts[k])
+                binary = binarize_head_outward(heads[:-1])
+                self.heads.append(np.asarray(heads, dtype=np.int32))
+                self.trees.append(binary.astype(np.int32).reshape(-1))
+        except (ValueError, IndexError):
+            self.stopped = True
+
+
+def write_counts(path: str, encoded: Sequence[EncodedSplit]) -> None:
+    """The pieces per source word of every split, for :class:`EarlyProjection`."""
+    with open(path + ".tmp", "wb") as f:
+        pickle.dump({e.name: e.source_counts for e in encoded}, f, pickle.HIGHEST_PROTOCOL)
+    os.replace(path + ".tmp", path)
+
+
+def project_trees(data: SplitData, out: EncodedSplit,
+                  early: Optional[EarlyProjection] = None) -> None:
+    """Project the split's word trees onto its subwords (heads) and binarise them
+    (after what ``early`` projected already while parsing, if given)."""
     files = data.files
+    start = 0
+    if early is not None and early.counts == out.source_counts:
+        start = len(early.heads)
+        out.heads, out.trees = early.heads[:], early.trees[:]
     for k, (tree, counts) in enumerate(zip(data.trees, out.source_counts)):
+        if k < start:
+            continue
         try:
             heads = project_heads_to_subwords(tree.heads, counts)
             binary = binarize_head_outward(heads[:-1])
@@ -585,11 +640,14 @@ class SubwordOutput:
 
 
 def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str,
-                  threads: Optional[int] = None) -> SubwordOutput:
+                  threads: Optional[int] = None, counts_path: Optional[str] = None
+                  ) -> SubwordOutput:
     """Everything that needs no parse: sentencepiece, fairseq's dictionaries and token
     binaries, and the alignments (eflomal is started first, in a thread, and its links
     are projected and binarised last). Leaves ``heads``/``trees`` to the driver.
-    ``threads``: sentencepiece training threads (default ``--workers``)."""
+    ``threads``: sentencepiece training threads (default ``--workers``);
+    ``counts_path``: where to write the pieces per source word as soon as they are known
+    (:func:`write_counts`)."""
     import sentencepiece as spm
 
     aligner = None
@@ -621,6 +679,8 @@ def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str,
     aligned_names = {d.files.name for d in eflomal_splits(splits)} if eflomal else set()
     encoded = [encode_subwords(d, sp, d.alignments is not None or d.files.name in aligned_names)
                for d in splits]
+    if counts_path is not None:
+        write_counts(counts_path, encoded)
 
     src, tgt = args.source_lang, args.target_lang
     write_token_binaries(staging, encoded, src, tgt, args.joined_dictionary)
@@ -734,12 +794,15 @@ def run(args) -> None:
 
         # 2. the subword stage: in a child process while the parser runs, or in line
         in_background = bool(to_parse) and args.workers > 1 and BackgroundStage.available()
+        counts_path = os.path.join(work, "source-counts.pickle")
+        early: Dict[str, EarlyProjection] = {}
 
         def stage():
             # beside the parser's workers one sentencepiece thread: more threads only spin
             # (2 threads cost 3x the CPU time of 1 on Multi30k, for the same model)
             return subword_stage(args, splits, work, staging,
-                                 threads=1 if in_background else None)
+                                 threads=1 if in_background else None,
+                                 counts_path=counts_path if in_background else None)
 
         if in_background:
             logger.info("subwords, fairseq binaries%s: in a background process while parsing",
@@ -750,7 +813,12 @@ def run(args) -> None:
 
             pool = ParserPool(parser.nlp, args.workers)
             for data in to_parse:
-                parse_split(data, parser, args.workers, args.parse_batch_size, pool=pool)
+                on_tree = None
+                if in_background:  # project the trees as they come, in this waiting process
+                    on_tree = early[data.files.name] = EarlyProjection(counts_path,
+                                                                       data.files.name)
+                parse_split(data, parser, args.workers, args.parse_batch_size, pool=pool,
+                            on_tree=on_tree)
             pool.close()
             pool = None
         if background is not None:
@@ -774,7 +842,7 @@ def run(args) -> None:
         # 3. trees, side-files, model, manifest
         src, tgt = args.source_lang, args.target_lang
         for data, enc in zip(splits, encoded):
-            project_trees(data, enc)
+            project_trees(data, enc, early.get(data.files.name))
         write_side_files(staging, encoded, src, tgt)
         shutil.copyfile(model_path, os.path.join(staging, SPM_MODEL_NAME))
         import sentencepiece as spm

@@ -298,11 +298,13 @@ class ParserPool:
 
 def parse_words(nlp, sentences: Sequence[Sequence[str]], workers: int = 1,
                 batch_size: int = 256, desc: str = "parse", progress: bool = True,
-                pool: Optional[ParserPool] = None) -> List[ParsedSentence]:
+                pool: Optional[ParserPool] = None, on_tree=None) -> List[ParsedSentence]:
     """Parse each word list as one sentence; one :class:`ParsedSentence` per entry.
 
     ``workers > 1`` parses in that many processes (a :class:`ParserPool`, or ``pool``
-    when one is given, which is then left open)."""
+    when one is given, which is then left open). ``on_tree(parsed)``, if given, is
+    called with the list of trees so far after each tree arrives (the caller can work on
+    them while the workers parse on)."""
     from tqdm import tqdm
 
     own = pool is None
@@ -317,6 +319,8 @@ def parse_words(nlp, sentences: Sequence[Sequence[str]], workers: int = 1,
                 repaired += fixed
                 out.append(tree)
                 bar.update(1)
+                if on_tree is not None:
+                    on_tree(out)
         if own:
             pool.close()
     finally:
@@ -407,10 +411,10 @@ class SpacyParser:
 
     def parse(self, sentences: Sequence[Sequence[str]], workers: int = 1,
               batch_size: int = 256, desc: str = "parse", progress: bool = True,
-              pool: Optional[ParserPool] = None) -> List[ParsedSentence]:
+              pool: Optional[ParserPool] = None, on_tree=None) -> List[ParsedSentence]:
         """One tree per word list (see :func:`parse_words`)."""
         return parse_words(self.nlp, sentences, workers=workers, batch_size=batch_size,
-                           desc=desc, progress=progress, pool=pool)
+                           desc=desc, progress=progress, pool=pool, on_tree=on_tree)
 
 
 def read_cache_trees(path: str) -> List[ParsedSentence]:
@@ -484,10 +488,12 @@ def load_cached(parser: SpacyParser, text_path: str, sentences: Sequence[Sequenc
 
 def parse_and_cache(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
                     cache: str, workers: int = 1, batch_size: int = 256, desc: str = "parse",
-                    pool: Optional[ParserPool] = None) -> List[ParsedSentence]:
-    """Parse ``sentences`` and write them to ``cache`` (with the header line)."""
+                    pool: Optional[ParserPool] = None, on_tree=None) -> List[ParsedSentence]:
+    """Parse ``sentences`` and write them to ``cache`` (with the header line);
+    ``on_tree``: see :func:`parse_words`."""
     start = time.time()
-    trees = parser.parse(sentences, workers=workers, batch_size=batch_size, desc=desc, pool=pool)
+    trees = parser.parse(sentences, workers=workers, batch_size=batch_size, desc=desc, pool=pool,
+                         on_tree=on_tree)
     info = parser.info
     logger.info("%s: parsed %d sentences with %s %s in %.1f s (%d workers)", desc, len(trees),
                 info.package, info.version, time.time() - start, workers)

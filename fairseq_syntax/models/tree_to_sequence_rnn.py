@@ -63,7 +63,9 @@ class TreeEncoderLayer(nn.Module):
 
     Takes the backbone's encoder output dict (with ``src_tree``) and adds
     ``phrase_annotations [B, M, C]`` and ``phrase_mask [B, M]`` (row ``k`` is internal
-    node ``n + k``; the root of a parsed sentence is its last valid row), and replaces
+    node ``n + k``; the root of a parsed sentence is its last valid row), their
+    concatenation with the word annotations for the attention (``word_phrase_annotations``,
+    ``word_phrase_mask``), and replaces
     ``summary_hidden``/``summary_cell`` by eq. 12. :meth:`attach` registers a forward
     hook on the encoder's ``nn.LSTM`` to see its input and output (the undropped states
     and, for ``leaf_cells='lstm'``, the memory cells).
@@ -133,6 +135,9 @@ class TreeEncoderLayer(nn.Module):
         out = dict(encoder_out)
         out["phrase_annotations"] = F.dropout(phrase_h, p=self.dropout, training=self.training)
         out["phrase_mask"] = ~valid
+        # what PhraseAttentionLayer attends over (eq. 13): words, then phrases
+        out["word_phrase_annotations"] = torch.cat([encoder_out["annotations"], out["phrase_annotations"]], dim=1)
+        out["word_phrase_mask"] = torch.cat([encoder_out["padding_mask"], out["phrase_mask"]], dim=1)
         out["summary_hidden"] = summary_h
         out["summary_cell"] = summary_c
         return out

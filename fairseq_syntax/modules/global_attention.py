@@ -53,7 +53,13 @@ class GlobalAttentionLayer(nn.Module):
       steps (cached and reordered for beam search by the decoder);
     * ``forward(hidden, encoder_out, state) -> (h̃_t, weights over source positions,
       new state)``.
+
+    ``memory_key``/``mask_key`` name the ``encoder_out`` entries attended over (the
+    source annotations and their padding mask; a subclass may attend over more).
     """
+
+    memory_key = "annotations"
+    mask_key = "padding_mask"
 
     def __init__(self, query_dim: int, key_dim: int, score: str = "general", output_dim=None):
         super().__init__()
@@ -62,11 +68,11 @@ class GlobalAttentionLayer(nn.Module):
         self.combine = nn.Linear(key_dim + query_dim, self.output_dim, bias=False)
 
     def init_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
-        return {"keys": self.score.project(encoder_out["annotations"])}
+        return {"keys": self.score.project(encoder_out[self.memory_key])}
 
     def forward(
         self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]
     ) -> Tuple[Tensor, Tensor, Dict[str, Tensor]]:
-        weights = masked_softmax(self.score(hidden, state["keys"]), encoder_out["padding_mask"])
-        context = attend(weights, encoder_out["annotations"])
+        weights = masked_softmax(self.score(hidden, state["keys"]), encoder_out[self.mask_key])
+        context = attend(weights, encoder_out[self.memory_key])
         return torch.tanh(self.combine(torch.cat([context, hidden], dim=-1))), weights, state

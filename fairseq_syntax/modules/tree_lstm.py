@@ -8,8 +8,9 @@ rows).
 
 :class:`BinaryTreeLSTM` evaluates the whole batch level by level: a node's level is its
 height (leaves 0, a parent one more than its highest child). Every node of one level, in
-every sentence, is computed by one batched call of :class:`TreeLSTMCell`; the only Python
-loop is over the levels (:func:`tree_levels`), never over nodes or sentences.
+every sentence, is computed by one batched evaluation of eq. 11 (:class:`TreeLSTMLevels`);
+the only Python loop is over the levels (:func:`tree_levels`), never over nodes or
+sentences.
 
 :func:`sequential_memory_cells` recovers the memory cells ``c_t`` of a (bidirectional,
 one-layer) ``nn.LSTM`` at every position from its input and output sequences, because
@@ -130,10 +131,9 @@ class BinaryTreeLSTM(nn.Module):
     ``num_leaves [B]``. Returns ``(phrase_h, phrase_c)`` ``[B, M, d]`` (row ``k`` is internal
     node ``n + k``; padding rows are 0) and ``valid [B, M]``.
 
-    States live in *stores*, one per level (store 0 holds the leaves, store ``l`` the
-    nodes of level ``l``), each written once: a level gathers its children from the
-    earlier stores with one ``index_select`` per store it reads, so the backward pass
-    only touches tensors of a level's size, never a buffer of the whole batch.
+    The unit is :class:`TreeLSTMCell` (eq. 11, its weights); the levels are evaluated by
+    :class:`TreeLSTMLevels`, whose backward pass computes the weight gradient with one
+    matrix product over all nodes instead of one per level.
     """
 
     def __init__(self, dim: int, forget_bias: float = 1.0):
@@ -145,7 +145,8 @@ class BinaryTreeLSTM(nn.Module):
         rows = tree.size(1)
         _, valid = tree_slots(tree, num_leaves, leaf_slots)
         levels = tree_levels(tree, num_leaves, leaf_slots)
-        # store and row of every internal node (b, k), and of every leaf slot of sentence b
+        # store and row of every leaf slot and internal node of sentence b: store 0 holds
+        # the leaves (row b * S + j), store l the nodes of level l in their level order
         store = tree.new_zeros(bsz, leaf_slots + rows)
         row = torch.arange(leaf_slots, device=tree.device).repeat(bsz, 1) \
             + leaf_slots * torch.arange(bsz, device=tree.device).unsqueeze(1)
@@ -153,20 +154,84 @@ class BinaryTreeLSTM(nn.Module):
         for level, nodes in enumerate(levels, start=1):
             store[nodes.batch, leaf_slots + nodes.node] = level
             row[nodes.batch, leaf_slots + nodes.node] = torch.arange(len(nodes.node), device=tree.device)
-        stores = [torch.cat([leaf_h, leaf_c], dim=-1).reshape(bsz * leaf_slots, 2 * dim)]
-        for nodes in levels:
-            left = _gather(stores, store[nodes.batch, nodes.left], row[nodes.batch, nodes.left])
-            right = _gather(stores, store[nodes.batch, nodes.right], row[nodes.batch, nodes.right])
-            parent_h, parent_c = self.cell(left.split(dim, dim=-1), right.split(dim, dim=-1))
-            stores.append(torch.cat([parent_h, parent_c], dim=-1))
+        children = [
+            (store[nodes.batch, nodes.left], row[nodes.batch, nodes.left],
+             store[nodes.batch, nodes.right], row[nodes.batch, nodes.right])
+            for nodes in levels
+        ]
+        leaves = torch.cat([leaf_h, leaf_c], dim=-1).reshape(bsz * leaf_slots, 2 * dim)
+        gates = self.cell.gates
+        nodes_hc = TreeLSTMLevels.apply(
+            leaves, gates.weight.to(leaves.dtype), gates.bias.to(leaves.dtype), children
+        )
         phrases = leaf_h.new_zeros(bsz, rows, 2 * dim)
         if levels:
             offsets = torch.tensor([0] + [len(nodes.node) for nodes in levels], device=tree.device).cumsum(0)
-            internal_store = store[:, leaf_slots:]
-            flat = offsets[(internal_store - 1).clamp(min=0)] + row[:, leaf_slots:]
-            phrases[valid] = torch.cat(stores[1:]).index_select(0, flat[valid])
+            flat = offsets[(store[:, leaf_slots:] - 1).clamp(min=0)] + row[:, leaf_slots:]
+            phrases[valid] = nodes_hc.index_select(0, flat[valid])
         phrase_h, phrase_c = phrases.split(dim, dim=-1)
         return phrase_h, phrase_c, valid
+
+
+class TreeLSTMLevels(torch.autograd.Function):
+    """Eq. 11 over the levels of a batch of trees, with a hand-written backward pass.
+
+    ``forward(leaves [L, 2d] (h | c), weight [5d, 2d], bias [5d], children)``, where
+    ``children[l] = (left_store, left_row, right_store, right_row)`` locates the children
+    of level ``l + 1``'s nodes (store 0: the leaves; store ``k``: level ``k``'s nodes).
+    Returns the ``[N, 2d]`` states (h | c) of all internal nodes, level after level.
+
+    The forward pass is :class:`TreeLSTMCell`'s arithmetic (gates ``i, f_l, f_r, o, u``);
+    the backward pass walks the levels top-down, accumulating each node's ``(∂h, ∂c)``
+    into its children, and forms ``∂W = Σ_nodes ∂gates ⊗ [h_l; h_r]`` as one product over
+    all nodes at the end: autograd would compute (and add up) one full ``5d × 2d``
+    product per level. Tests compare it with autograd through a recursive reference.
+    """
+
+    @staticmethod
+    def forward(ctx, leaves: Tensor, weight: Tensor, bias: Tensor, children):
+        dim = weight.size(1) // 2
+        stores, saved = [leaves], []
+        with torch.autocast(leaves.device.type, enabled=False):
+            for left_store, left_row, right_store, right_row in children:
+                left = _gather(stores, left_store, left_row)
+                right = _gather(stores, right_store, right_row)
+                x = torch.cat([left[:, :dim], right[:, :dim]], dim=1)
+                pre = torch.addmm(bias, x, weight.t())
+                sig, u = torch.sigmoid(pre[:, :4 * dim]), torch.tanh(pre[:, 4 * dim:])
+                i, f_l, f_r, o = sig.chunk(4, dim=1)
+                c = i * u + f_l * left[:, dim:] + f_r * right[:, dim:]
+                tanh_c = torch.tanh(c)
+                stores.append(torch.cat([o * tanh_c, c], dim=1))
+                saved.append((x, sig, u, left[:, dim:], right[:, dim:], tanh_c))
+        ctx.save_for_backward(weight)
+        ctx.saved, ctx.children, ctx.num_leaves = saved, children, leaves.size(0)
+        return torch.cat(stores[1:]) if children else leaves.new_zeros(0, 2 * dim)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_nodes: Tensor):
+        (weight,) = ctx.saved_tensors
+        dim = weight.size(1) // 2
+        sizes = [len(x) for x, *_ in ctx.saved]
+        grads = [grad_nodes.new_zeros(ctx.num_leaves, 2 * dim)] + list(grad_nodes.clone().split(sizes))
+        grad_pre = [None] * len(sizes)
+        for level in reversed(range(len(sizes))):
+            x, sig, u, c_l, c_r, tanh_c = ctx.saved[level]
+            i, f_l, f_r, o = sig.chunk(4, dim=1)
+            d_h, d_c = grads[level + 1].split(dim, dim=1)
+            d_c = d_c + d_h * o * (1 - tanh_c * tanh_c)
+            d_sig = torch.cat([d_c * u, d_c * c_l, d_c * c_r, d_h * tanh_c], dim=1) * sig * (1 - sig)
+            grad_pre[level] = torch.cat([d_sig, d_c * i * (1 - u * u)], dim=1)
+            d_x = grad_pre[level] @ weight
+            left_store, left_row, right_store, right_row = ctx.children[level]
+            _scatter_add(grads, left_store, left_row, torch.cat([d_x[:, :dim], d_c * f_l], dim=1))
+            _scatter_add(grads, right_store, right_row, torch.cat([d_x[:, dim:], d_c * f_r], dim=1))
+        if not sizes:
+            return grads[0], torch.zeros_like(weight), weight.new_zeros(weight.size(0)), None
+        grad_pre_all = torch.cat(grad_pre)
+        grad_weight = grad_pre_all.t() @ torch.cat([x for x, *_ in ctx.saved])
+        return grads[0], grad_weight, grad_pre_all.sum(0), None
 
 
 def _gather(stores: List[Tensor], store: Tensor, row: Tensor) -> Tensor:
@@ -179,6 +244,13 @@ def _gather(stores: List[Tensor], store: Tensor, row: Tensor) -> Tensor:
     if len(pieces) == 1:
         return pieces[0]
     return torch.cat(pieces).index_select(0, torch.argsort(torch.cat(picks)))
+
+
+def _scatter_add(grads: List[Tensor], store: Tensor, row: Tensor, values: Tensor) -> None:
+    """``grads[store[i]][row[i]] += values[i]`` for every ``i`` (the adjoint of :func:`_gather`)."""
+    for j in store.unique().tolist():
+        pick = store.eq(j).nonzero(as_tuple=True)[0]
+        grads[j].index_add_(0, row[pick], values.index_select(0, pick))
 
 
 def _unpack(sequence, total_length: int) -> Tensor:

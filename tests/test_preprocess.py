@@ -570,3 +570,42 @@ def test_token_binaries_are_fairseqs(tmp_path, joined):
         assert sorted(p.name for p in ours.iterdir()) == names
         for name in names:
             assert (ours / name).read_bytes() == (reference / name).read_bytes(), name
+
+
+def test_early_projection_equals_projection_after_parsing(tmp_path):
+    """The trees projected while parsing (as they arrive, once the pieces per word are
+    known) are the ones projected afterwards; a tree that does not fit stops it, and
+    project_trees does the rest."""
+    from fairseq_syntax.syntax.conllu_io import ParsedSentence
+    from fairseq_syntax_preprocess.pipeline import (EarlyProjection, EncodedSplit, SplitData,
+                                                    SplitFiles, project_trees, write_counts)
+
+    rng = random.Random(3)
+    pairs = [make_pair(rng) for _ in range(700)]
+    trees = [ParsedSentence(src, heads, rels, 0) for src, heads, rels, _, _ in pairs]
+    counts = [[rng.randint(1, 3) for _ in src] for src, *_ in pairs]
+    files = SplitFiles("train", "p", "p.de", "p.en", "p.de.conllu", None)
+
+    def reference():
+        enc = EncodedSplit(name="train", source_counts=counts)
+        project_trees(SplitData(files, [], [], trees, None), enc)
+        return enc
+
+    expected = reference()
+    path = str(tmp_path / "counts.pickle")
+    for broken in (None, 600):
+        early = EarlyProjection(path, "train")
+        arrived = []
+        for k, tree in enumerate(trees):
+            if k == 300:  # the counts become known while parsing
+                write_counts(path, [EncodedSplit(name="train", source_counts=counts)])
+            if k == broken:  # a tree that does not fit its counts stops early projection
+                tree = ParsedSentence(tree.words[:1], [-1], ["root"], 0)
+            arrived.append(tree)
+            early(arrived)
+        assert early.counts is not None and early.stopped == (broken is not None)
+        assert len(early.heads) == (broken or len(trees))
+        enc = EncodedSplit(name="train", source_counts=counts)
+        project_trees(SplitData(files, [], [], trees, None), enc, early)
+        for got, want in ((enc.heads, expected.heads), (enc.trees, expected.trees)):
+            assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))

@@ -43,6 +43,7 @@ setup(
             "fairseq-syntax-induced-trees = fairseq_syntax.cli.induced_trees:main",
             "fairseq-syntax-benchmark = fairseq_syntax.cli.benchmark:main",
             "fairseq-syntax-experiment = fairseq_syntax.cli.experiment:main",
+            "fairseq-syntax-step-time = fairseq_syntax.cli.step_time:main",
         ],
     },
 )

@@ -1,0 +1,18 @@
+"""fairseq-syntax-step-time: same batches for every run, ratios to the first run."""
+from conftest import TINY_MODEL
+
+from fairseq_syntax.cli.step_time import markdown, measure
+
+
+def test_ratios_are_to_the_first_run():
+    table = markdown({"a": {"cpu": 2.0, "wall": 4.0}, "b+blackout": {"cpu": 3.0, "wall": 5.0}}, steps=2)
+    rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
+    assert [c.strip() for c in rows[0]] == ["a", "1.000", "1.00", "2.000", "1.00"]
+    assert [c.strip() for c in rows[1]] == ["b+blackout", "1.500", "1.50", "2.500", "1.25"]
+
+
+def test_every_run_is_timed_on_the_same_batches(synthetic_databin):
+    totals = measure(str(synthetic_databin), ["attentional_rnn", "tree2seq+blackout"],
+                     TINY_MODEL, batches=2, rounds=1, max_tokens=300)
+    assert list(totals) == ["attentional_rnn", "tree2seq+blackout"]
+    assert all(t["cpu"] > 0 and t["wall"] > 0 for t in totals.values())

@@ -114,8 +114,9 @@ def get_parser() -> argparse.ArgumentParser:
                         help="the data-bin folder to write; it is created only when "
                              "everything succeeded")
     parser.add_argument("--workers", type=int, default=1,
-                        help="number of processes for spaCy parsing (--parser), fairseq's "
-                             "binariser and sentencepiece training (default: %(default)s)")
+                        help="number of processes for spaCy parsing (--parser), and of "
+                             "sentencepiece training threads when nothing is parsed (beside "
+                             "the parser it trains with one thread) (default: %(default)s)")
     parser.add_argument("--force", action="store_true",
                         help="replace an existing non-empty --destdir (the old folder stays "
                              "untouched until the new one is complete)")

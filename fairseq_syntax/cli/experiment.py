@@ -427,8 +427,10 @@ def section_markdown(corpus: Corpus, rows: List[Row], args, command: str, minute
         "* Training command of the backbone (other methods change `--arch` or `--criterion`):",
         "",
         "```bash",
+        # the plugin's folder as a reader's shell finds it, not this machine's path
         shlex.join(train_command(Method(BACKBONE, BACKBONE), corpus, args,
-                                 os.path.join(args.workdir, "runs", BACKBONE))),
+                                 os.path.join(args.workdir, "runs", BACKBONE))).replace(
+            shlex.quote(user_dir()), '"$(fairseq-syntax-user-dir)"'),
         "```",
         "",
         "* Decoding: `fairseq-generate --gen-subset test --beam 5 --max-len-a 1.5 "

@@ -7,8 +7,9 @@ backbone under the plugin's criterions) for a fixed number of updates with the r
 --beam 5``, and prints a Markdown table: training target words per second (fairseq's
 own ``wps`` of the last training log line), peak resident memory of the training
 process, decoding sentences per second (fairseq-generate's own figure, model loading
-excluded), and each as a ratio to ``attentional_rnn`` measured in the same run. It also
-times the syntax collater (heads, distance matrices, trees, alignments) against
+excluded) and target tokens per second (less sensitive than sentences/s to how long
+the barely trained models' hypotheses are), each as a ratio to ``attentional_rnn``
+measured in the same run. It also times the syntax collater (heads, distance matrices, trees, alignments) against
 fairseq's plain ``LanguagePairDataset`` collater on the same batches.
 
 Without ``--data-bin`` it builds one from the embedded synthetic corpus.
@@ -40,6 +41,7 @@ class Row:
     train_wps: Optional[float] = None
     peak_rss_mb: Optional[float] = None
     decode_sps: Optional[float] = None
+    decode_tps: Optional[float] = None
     error: str = ""
 
 
@@ -107,6 +109,7 @@ def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
         row.error = f"fairseq-generate failed, see {save}.generate.log"
         return row
     row.decode_sps = last_float(r"Translated \d+ sentences .*?\(([\d.]+) sentences/s", text)
+    row.decode_tps = last_float(r"Translated \d+ sentences .*?sentences/s, ([\d.]+) tokens/s", text)
     return row
 
 
@@ -170,19 +173,22 @@ def markdown(rows: List[Row], collate: Dict[str, float], args) -> str:
     lines = [
         f"Throughput, {args.updates} updates of at most {args.max_tokens} tokens, embed "
         f"{args.embed_dim}, encoder {args.encoder_hidden}x2, decoder {args.decoder_hidden}; "
-        f"decoding: test split, beam 5, batch 32. Ratios are to `{BACKBONE}` in the same run.",
+        f"decoding: test split, beam 5, batch 32 (short training: hypothesis "
+        f"lengths differ between models, so compare tokens/s). Ratios are to `{BACKBONE}` in the same run.",
         "",
-        "| architecture | train wps | ratio | peak RSS (MB) | ratio | decode sent/s | ratio |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| architecture | train wps | ratio | peak RSS (MB) | ratio | decode sent/s | ratio "
+        "| decode tokens/s | ratio |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         if r.error:
-            lines.append(f"| {r.label} | {r.error} | | | | | |")
+            lines.append(f"| {r.label} | {r.error} | | | | | | | |")
             continue
         lines.append(
             f"| {r.label} | {r.train_wps:.0f} | {ratio(r.train_wps, base.train_wps)} | "
             f"{r.peak_rss_mb:.0f} | {ratio(r.peak_rss_mb, base.peak_rss_mb)} | "
-            f"{r.decode_sps:.1f} | {ratio(r.decode_sps, base.decode_sps)} |"
+            f"{r.decode_sps:.1f} | {ratio(r.decode_sps, base.decode_sps)} | "
+            f"{r.decode_tps:.0f} | {ratio(r.decode_tps, base.decode_tps)} |"
         )
     if collate:
         lines += [

@@ -19,7 +19,7 @@ fairseq's own preprocessing.
 import os
 import struct
 from collections import Counter
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -75,8 +75,9 @@ class TokenDictionary:
             for symbol, count in zip(self.symbols[len(SPECIALS):], self.counts[len(SPECIALS):]):
                 f.write(f"{symbol} {count}\n")
 
-    def encode(self, token_lines: Sequence[Sequence[str]]) -> List[np.ndarray]:
-        """Token ids of each line with eos appended (unknown tokens: ``<unk>``)."""
+    def encode(self, token_lines: Sequence[Sequence[str]]) -> Tuple[np.ndarray, np.ndarray]:
+        """``(ids, sizes)``: the token ids of all lines end to end and each line's number of
+        tokens (unknown tokens: ``<unk>``)."""
         get = self.indices.get
         flat = [get(t, UNK) for tokens in token_lines for t in tokens]
         ids = np.asarray(flat, dtype=np.int64)

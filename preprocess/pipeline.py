@@ -375,6 +375,14 @@ def encode_subwords(data: SplitData, sp, target_words: bool) -> EncodedSplit:
     return out
 
 
+def subword_heads_and_tree(word_heads, counts):
+    """A word tree projected onto the subwords (heads, eos included) and its head-outward
+    binary tree, flattened, both as the side-files store them (int32)."""
+    heads = project_heads_to_subwords(word_heads, counts)
+    binary = binarize_head_outward(heads[:-1])
+    return np.asarray(heads, dtype=np.int32), binary.astype(np.int32).reshape(-1)
+
+
 class EarlyProjection:
     """Projects a split's trees while the parser still parses (``on_tree`` of
     :func:`parse_split`), in the main process, which otherwise only waits for the
@@ -406,10 +414,9 @@ class EarlyProjection:
                 return
         try:
             for k in range(len(self.heads), min(len(parsed), len(self.counts))):
-                heads = project_heads_to_subwords(parsed[k].heads, self.counts[k])
-                binary = binarize_head_outward(heads[:-1])
-                self.heads.append(np.asarray(heads, dtype=np.int32))
-                self.trees.append(binary.astype(np.int32).reshape(-1))
+                heads, tree = subword_heads_and_tree(parsed[k].heads, self.counts[k])
+                self.heads.append(heads)
+                self.trees.append(tree)
         except (ValueError, IndexError):
             self.stopped = True
 
@@ -434,13 +441,12 @@ def project_trees(data: SplitData, out: EncodedSplit,
         if k < start:
             continue
         try:
-            heads = project_heads_to_subwords(tree.heads, counts)
-            binary = binarize_head_outward(heads[:-1])
+            heads, binary = subword_heads_and_tree(tree.heads, counts)
         except ValueError as err:
             raise SyntaxInputError(f"sentence {k + 1}: {err}", files.parse,
                                    tree.line or None) from None
-        out.heads.append(np.asarray(heads, dtype=np.int32))
-        out.trees.append(binary.astype(np.int32).reshape(-1))
+        out.heads.append(heads)
+        out.trees.append(binary)
 
 
 def project_alignments(data: SplitData, out: EncodedSplit) -> None:

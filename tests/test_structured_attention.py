@@ -3,6 +3,7 @@ architectures through fairseq's command lines, and fairseq-syntax-induced-trees.
 import sys
 
 import conllu
+import numpy as np
 import pytest
 import torch
 
@@ -305,3 +306,64 @@ def test_induced_trees_cli_gate_analysis(checkpoints, synthetic_databin, synthet
     with pytest.raises(SystemExit, match="no syntax gate"):
         main([str(synthetic_databin), "--path", str(checkpoints("sa_nmt_1set")), "--cpu",
               "--gate-out", str(tmp_path / "x.tsv"), "--max-len-b", "4"])
+
+
+def test_induced_trees_group_unknown_pieces_by_the_gold_words(
+        checkpoints, synthetic_databin, synthetic_raw, tmp_path, capsys):
+    """A source piece outside the dictionary reads ``<unk>`` and has lost its ``▁`` mark
+    (Multi30k test sentence 315: "Lama"). With --gold the pieces are grouped by the gold
+    words encoded with the data-bin's spm.model, so word counts still match the gold."""
+    import shutil
+
+    from fairseq.data import data_utils
+    from fairseq.data.dictionary import Dictionary
+
+    from fairseq_syntax.cli.induced_trees import main
+    from fairseq_syntax.syntax.tree_scores import word_spans
+
+    databin = tmp_path / "data-bin"
+    shutil.copytree(synthetic_databin, databin)
+    src_dict = Dictionary.load(str(databin / "dict.en.txt"))
+    prefix = str(databin / "test.en-vf.en")
+    dataset = data_utils.load_indexed_dataset(prefix, src_dict)
+    # one word-initial piece (merged into the previous word by the ▁ rule) and one
+    # word-internal piece (split off as a word of its own by the <unk> rule) become <unk>
+    offsets = np.concatenate([[0], np.cumsum(dataset.sizes)])
+    flat = np.memmap(prefix + ".bin", dtype=dataset._index.dtype, mode="r+")
+    chosen = {}
+    for k in range(len(dataset)):
+        pieces = [src_dict[t] for t in dataset[k][:-1].tolist()]
+        for i in range(1, len(pieces)):
+            starts = pieces[i].startswith("▁")
+            if ("start" if starts else "inside") not in chosen and k not in chosen.values():
+                chosen["start" if starts else "inside"] = k
+                flat[offsets[k] + i] = src_dict.unk()
+                break
+    flat.flush()
+    del flat
+    assert set(chosen) == {"start", "inside"}
+
+    gold_path = synthetic_raw / "test.en.conllu"
+    gold = read_gold_trees(str(gold_path))
+    dataset = data_utils.load_indexed_dataset(prefix, src_dict)
+    for case, k in chosen.items():
+        pieces = [src_dict[t] for t in dataset[k][:-1].tolist()]
+        assert "<unk>" in pieces
+        # without the gold words, either reading of <unk> miscounts one of the sentences
+        guess = pieces if case == "inside" else [p.replace("<unk>", "x") for p in pieces]
+        assert len(word_spans(guess)) != len(gold[k].words)
+
+    out = tmp_path / "induced.conllu"
+    main([str(databin), "--path", str(checkpoints("sa_nmt_shared")), "--gen-subset", "test",
+          "--output", str(out), "--gold", str(gold_path), "--cpu"])
+    with open(out, encoding="utf-8") as f:
+        sentences = list(conllu.parse_incr(f))
+    for k, (sentence, tree) in enumerate(zip(sentences, gold)):
+        forms = [t["form"] for t in sentence]
+        assert len(forms) == len(tree.words)
+        if k in chosen.values():
+            assert sum("<unk>" in form for form in forms) == 1
+            assert [f for f in forms if "<unk>" not in f] == [
+                w for f, w in zip(forms, tree.words) if "<unk>" not in f]
+        else:
+            assert forms == tree.words

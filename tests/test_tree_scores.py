@@ -8,7 +8,7 @@ from fairseq_syntax.syntax.dependency import project_heads_to_subwords, validate
 from fairseq_syntax.syntax.tree_scores import (
     AttachmentCounts, GoldTree, attachment_counts, collapse_marginals, extract_tree,
     format_table3, left_branching, max_spanning_tree, read_gold_trees, right_branching,
-    score_corpus, word_spans,
+    score_corpus, spans_of_word_lengths, word_spans,
 )
 
 # "the dogs saw cats ." with "dogs" and "cats" in two pieces each
@@ -190,3 +190,20 @@ def test_read_gold_trees_keeps_upos(tmp_path):
     assert tree.words == ["dogs", "bark", "."]
     assert tree.heads == [1, -1, 1]
     assert tree.upos == ["NOUN", "VERB", "PUNCT"]  # '_' with deprel punct counts as PUNCT
+
+
+def test_unknown_pieces_start_words_unless_the_word_lengths_are_given():
+    # "<unk>" lost its ▁ mark: by default it is a word of its own
+    assert word_spans(["▁the", "<unk>", "▁saw"]) == [(0, 1), (1, 2), (2, 3)]
+    assert spans_of_word_lengths([1, 2, 1]) == [(0, 1), (1, 3), (3, 4)]
+    assert spans_of_word_lengths([]) == []
+    # "dogs" = "▁do" + "<unk>": the word lengths keep it one word, and the tree is found
+    pieces = ["▁the", "▁do", "<unk>", "▁saw", "▁c", "ats", "▁."]
+    piece_heads = project_heads_to_subwords(GOLD, PIECES_PER_WORD)
+    head, root = one_hot_marginals(piece_heads)
+    assert len(word_spans(pieces)) == 6
+    words, heads = extract_tree(pieces, head, root, spans_of_word_lengths(PIECES_PER_WORD))
+    assert words == ["the", "do<unk>", "saw", "cats", "."]
+    assert heads == GOLD
+    with pytest.raises(ValueError, match="do not cover"):
+        extract_tree(pieces, head, root, spans_of_word_lengths([1, 2]))

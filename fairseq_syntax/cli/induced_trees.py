@@ -8,9 +8,11 @@ architecture: ``sa_nmt_shared``, ``sa_nmt``, ``sa_nmt_1set``, ``sa_nmt_hard``,
 
 1. run the encoder and read ``head_marginals`` / ``root_marginals`` of the source pieces
    (for FA-NMT: the flat self-attention weights, the self weight as the root);
-2. drop the eos position, collapse the sentencepiece pieces into words (a word starts at
-   a piece beginning with ``▁``) by summing the marginal mass of their pieces into
-   word-level head→modifier and root scores (§7.1);
+2. drop the eos position, collapse the sentencepiece pieces into words by summing the
+   marginal mass of their pieces into word-level head→modifier and root scores (§7.1).
+   With ``--gold`` the words are the gold words, each encoded with the data-bin's
+   ``spm.model`` as ``fairseq-syntax-preprocess`` did; otherwise a word starts at a piece
+   beginning with ``▁`` (a piece outside the dictionary, ``<unk>``, counts as a word);
 3. decode the best single-root tree with Chu-Liu-Edmonds
    (``networkx.maximum_spanning_arborescence``; an artificial root node with exactly one
    outgoing arc, enforced by a penalty on root arcs; see
@@ -46,7 +48,7 @@ import torch
 import fairseq_syntax  # noqa: F401  (registers the task and models, allows safe checkpoint loading)
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, write_conllu
 from fairseq_syntax.syntax.tree_scores import (
-    extract_tree, format_table3, read_gold_trees, score_corpus,
+    extract_tree, format_table3, read_gold_trees, score_corpus, spans_of_word_lengths,
 )
 
 
@@ -137,9 +139,37 @@ def batches(dataset, batch_size: int, use_cuda: bool):
 # ---------------------------------------------------------------------------------------
 
 
-def induce_trees(model, task, split: str, batch_size: int, use_cuda: bool
+def gold_word_lengths(data: str, gold, gold_path: str
+                      ) -> Optional[List[Tuple[List[int], str]]]:
+    """(pieces per gold word, ``file:line`` of the tree) of every sentence, each word encoded alone with the data-bin's
+    sentencepiece model (as ``fairseq-syntax-preprocess`` encodes source words); None when
+    the data-bin has no ``spm.model``."""
+    import os
+
+    from fairseq_syntax.data.raw_input import read_manifest
+
+    path = os.path.join(data, read_manifest(data).get("spm_model", "spm.model"))
+    if not os.path.exists(path):
+        return None
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=path)
+    lengths = []
+    for tree in gold:
+        per_word = sp.encode(list(tree.words), out_type=str) if tree.words else []
+        if any(not p for p in per_word):
+            raise SystemExit(f"error: {gold_path}:{tree.line}: a gold word encodes to no "
+                             f"sentencepiece piece with {path}")
+        lengths.append(([len(p) for p in per_word], f"{gold_path}:{tree.line}"))
+    return lengths
+
+
+def induce_trees(model, task, split: str, batch_size: int, use_cuda: bool,
+                 word_lengths: Optional[List[Tuple[List[int], str]]] = None
                  ) -> List[Tuple[List[str], List[int]]]:
-    """(words, 0-based heads) of every sentence of ``split``, in the split's order."""
+    """(words, 0-based heads) of every sentence of ``split``, in the split's order.
+    ``word_lengths`` (:func:`gold_word_lengths`) groups the pieces into words;
+    without it, :func:`~fairseq_syntax.syntax.tree_scores.word_spans` does."""
     dataset = task.dataset(split)
     src_dict = task.source_dictionary
     pad = src_dict.pad()
@@ -154,7 +184,16 @@ def induce_trees(model, task, split: str, batch_size: int, use_cuda: bool
             for row, index in enumerate(sample["id"].tolist()):
                 real = tokens[row][tokens[row].ne(pad)].tolist()
                 pieces = [src_dict[t] for t in real[:-1]]  # drop the final eos
-                trees[index] = extract_tree(pieces, heads[row], roots[row])
+                spans = None
+                if word_lengths is not None and index < len(word_lengths):
+                    lengths, where = word_lengths[index]
+                    if sum(lengths) != len(pieces):
+                        raise SystemExit(
+                            f"error: sentence {index} of split '{split}' has {len(pieces)} "
+                            f"source pieces but the gold words at {where} encode to "
+                            f"{sum(lengths)}: is the gold file the split's source?")
+                    spans = spans_of_word_lengths(lengths)
+                trees[index] = extract_tree(pieces, heads[row], roots[row], spans)
     return trees  # type: ignore[return-value]
 
 
@@ -306,6 +345,7 @@ def main(argv: Optional[Sequence[str]] = None):
         raise SystemExit("error: nothing to do: give --output, --gold, --gate-out or --gate-heatmap")
     use_cuda = torch.cuda.is_available() and not args.cpu
     gold = read_gold_trees(args.gold) if args.gold else None
+    word_lengths = gold_word_lengths(args.data, gold, args.gold) if gold is not None else None
     columns: Dict[str, Tuple[float, float]] = {}
     described: List[str] = []
     scores = None
@@ -313,7 +353,8 @@ def main(argv: Optional[Sequence[str]] = None):
     for path in args.path:
         model, task = load(path, args.data, args.gen_subset, use_cuda)
         label = label or f"{task.cfg.source_lang.upper()} ({task.cfg.target_lang.upper()})"
-        trees = induce_trees(model, task, args.gen_subset, args.batch_size, use_cuda)
+        trees = induce_trees(model, task, args.gen_subset, args.batch_size, use_cuda,
+                             word_lengths)
         column = model.table3_column
         if args.output:
             out = output_path(args.output, model.arch_name, len(args.path) > 1)

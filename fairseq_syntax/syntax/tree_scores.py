@@ -53,11 +53,12 @@ from .dependency import validate_heads
 from .errors import SyntaxInputError
 
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark "▁"
+UNKNOWN_PIECE = "<unk>"  # fairseq's unknown-word symbol
 PUNCT_TAGS = ("PUNCT",)
 
 __all__ = [
     "WORD_START", "word_spans", "join_pieces", "collapse_marginals", "max_spanning_tree",
-    "extract_tree", "left_branching", "right_branching", "AttachmentCounts",
+    "extract_tree", "spans_of_word_lengths", "left_branching", "right_branching", "AttachmentCounts",
     "attachment_counts", "GoldTree", "read_gold_trees", "CorpusScores", "score_corpus",
     "TABLE3_COLUMNS", "format_table3",
 ]
@@ -70,9 +71,20 @@ __all__ = [
 
 def word_spans(pieces: Sequence[str]) -> List[Tuple[int, int]]:
     """``[start, end)`` piece ranges of the words: a word starts at each piece beginning
-    with ``▁`` (and at piece 0, whatever it is)."""
-    starts = [i for i, piece in enumerate(pieces) if i == 0 or piece.startswith(WORD_START)]
+    with ``▁`` (and at piece 0, whatever it is).
+
+    A piece the dictionary does not know reads ``<unk>`` and has lost its mark; it is
+    taken as a word of its own. That is a guess (the unknown piece may continue a word):
+    where the words are known, use :func:`spans_of_word_lengths` instead."""
+    starts = [i for i, piece in enumerate(pieces)
+              if i == 0 or piece.startswith(WORD_START) or piece == UNKNOWN_PIECE]
     return [(s, e) for s, e in zip(starts, starts[1:] + [len(pieces)])]
+
+
+def spans_of_word_lengths(lengths: Sequence[int]) -> List[Tuple[int, int]]:
+    """``[start, end)`` piece ranges of consecutive words of ``lengths`` pieces each."""
+    ends = np.cumsum(lengths).tolist() if len(lengths) else []
+    return [(e - n, e) for n, e in zip(lengths, ends)]
 
 
 def join_pieces(pieces: Sequence[str], spans: Sequence[Tuple[int, int]]) -> List[str]:
@@ -153,16 +165,21 @@ def max_spanning_tree(arc_scores, root_scores) -> List[int]:
 
 
 def extract_tree(
-    pieces: Sequence[str], head_marginals, root_marginals
+    pieces: Sequence[str], head_marginals, root_marginals,
+    spans: Optional[Sequence[Tuple[int, int]]] = None,
 ) -> Tuple[List[str], List[int]]:
     """Word forms and the best word-level tree from one sentence's piece marginals.
 
     ``pieces`` are the sentence's subword pieces *without* the final eos; the marginals
-    may be larger than ``len(pieces)`` (eos and padding rows are ignored).
+    may be larger than ``len(pieces)`` (eos and padding rows are ignored). ``spans``
+    groups the pieces into words (default: :func:`word_spans`).
     """
     if not pieces:
         return [], []
-    spans = word_spans(pieces)
+    if spans is None:
+        spans = word_spans(pieces)
+    elif not spans or spans[-1][1] != len(pieces):
+        raise ValueError(f"word spans {list(spans)} do not cover the {len(pieces)} pieces")
     arcs, roots = collapse_marginals(head_marginals, root_marginals, spans)
     return join_pieces(pieces, spans), max_spanning_tree(arcs, roots)
 

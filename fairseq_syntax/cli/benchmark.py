@@ -140,16 +140,14 @@ def collater_timing(databin: str, repeats: int = 3) -> Dict[str, float]:
 
 
 def _task_cfg(databin: str, syntax: bool):
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from fairseq import options
+    from fairseq_syntax.cli import training_config
 
-    parser = options.get_training_parser()
     argv = [databin, "--task", "syntax_translation" if syntax else "translation", "--arch", "lstm"]
     if syntax:
         argv += ["--load-distances", "--load-tree", "--load-alignments"]
     else:
         argv += ["--load-alignments"]
-    return convert_namespace_to_omegaconf(options.parse_args_and_arch(parser, argv)).task
+    return training_config(argv).task
 
 
 def synthetic_databin(workdir: str) -> str:

@@ -29,13 +29,14 @@ RECIPE_SIZES = ("--encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-hidde
 def build_run(databin: str, spec: str, model_args: List[str]):
     """(task, model, criterion, optimizer) of ``ARCH[+CRITERION]`` as fairseq-train builds them."""
     import torch
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq import tasks
+
+    from fairseq_syntax.cli import training_config
 
     arch, _, criterion = spec.partition("+")
     argv = [databin, "--user-dir", user_dir(), "--task", "syntax_translation", "--arch", arch,
             *model_args, "--criterion", criterion or "cross_entropy", "--cpu"]
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    cfg = training_config(argv)
     task = tasks.setup_task(cfg.task)
     model = task.build_model(cfg.model)
     return task, model, task.build_criterion(cfg.criterion), torch.optim.Adam(model.parameters(), lr=1e-3)

@@ -17,7 +17,7 @@ one-layer) ``nn.LSTM`` at every position from its input and output sequences, be
 ``nn.LSTM`` returns the hidden states of every step but the memory cell of the last one
 only; the paper's leaves are the sequential LSTM's hidden units *and* memory cells.
 """
-from typing import List, NamedTuple, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -192,10 +192,11 @@ class TreeLSTMLevels(torch.autograd.Function):
     def forward(ctx, leaves: Tensor, weight: Tensor, bias: Tensor, children):
         dim = weight.size(1) // 2
         stores, saved = [leaves], []
+        routes = [(_route(ls, lr), _route(rs, rr)) for ls, lr, rs, rr in children]
         with torch.autocast(leaves.device.type, enabled=False):
-            for left_store, left_row, right_store, right_row in children:
-                left = _gather(stores, left_store, left_row)
-                right = _gather(stores, right_store, right_row)
+            for left_route, right_route in routes:
+                left = _gather(stores, left_route)
+                right = _gather(stores, right_route)
                 x = torch.cat([left[:, :dim], right[:, :dim]], dim=1)
                 pre = torch.addmm(bias, x, weight.t())
                 sig, u = torch.sigmoid(pre[:, :4 * dim]), torch.tanh(pre[:, 4 * dim:])
@@ -205,7 +206,7 @@ class TreeLSTMLevels(torch.autograd.Function):
                 stores.append(torch.cat([o * tanh_c, c], dim=1))
                 saved.append((x, sig, u, left[:, dim:], right[:, dim:], tanh_c))
         ctx.save_for_backward(weight)
-        ctx.saved, ctx.children, ctx.num_leaves = saved, children, leaves.size(0)
+        ctx.saved, ctx.routes, ctx.num_leaves = saved, routes, leaves.size(0)
         return torch.cat(stores[1:]) if children else leaves.new_zeros(0, 2 * dim)
 
     @staticmethod
@@ -224,9 +225,9 @@ class TreeLSTMLevels(torch.autograd.Function):
             d_sig = torch.cat([d_c * u, d_c * c_l, d_c * c_r, d_h * tanh_c], dim=1) * sig * (1 - sig)
             grad_pre[level] = torch.cat([d_sig, d_c * i * (1 - u * u)], dim=1)
             d_x = grad_pre[level] @ weight
-            left_store, left_row, right_store, right_row = ctx.children[level]
-            _scatter_add(grads, left_store, left_row, torch.cat([d_x[:, :dim], d_c * f_l], dim=1))
-            _scatter_add(grads, right_store, right_row, torch.cat([d_x[:, dim:], d_c * f_r], dim=1))
+            left_route, right_route = ctx.routes[level]
+            _scatter_add(grads, left_route, torch.cat([d_x[:, :dim], d_c * f_l], dim=1))
+            _scatter_add(grads, right_route, torch.cat([d_x[:, dim:], d_c * f_r], dim=1))
         if not sizes:
             return grads[0], torch.zeros_like(weight), weight.new_zeros(weight.size(0)), None
         grad_pre_all = torch.cat(grad_pre)
@@ -234,23 +235,33 @@ class TreeLSTMLevels(torch.autograd.Function):
         return grads[0], grad_weight, grad_pre_all.sum(0), None
 
 
-def _gather(stores: List[Tensor], store: Tensor, row: Tensor) -> Tensor:
+Route = Tuple[List[Tuple[int, Tensor, Tensor]], Optional[Tensor]]
+
+
+def _route(store: Tensor, row: Tensor) -> Route:
+    """How to read ``stores[store[i]][row[i]]`` for every ``i``: per store ``j`` read, the
+    positions ``pick`` that read it and their rows, and the permutation that puts the
+    concatenated reads back in order (None for a single store). Computed once per level
+    in the forward pass and reused by the backward pass."""
+    groups = []
+    for j in store.unique().tolist():
+        pick = store.eq(j).nonzero(as_tuple=True)[0]
+        groups.append((j, pick, row[pick]))
+    order = torch.argsort(torch.cat([pick for _, pick, _ in groups])) if len(groups) > 1 else None
+    return groups, order
+
+
+def _gather(stores: List[Tensor], route: Route) -> Tensor:
     """``stores[store[i]][row[i]]`` for every ``i``: one ``index_select`` per store read."""
-    picks, pieces = [], []
-    for j in store.unique().tolist():
-        pick = store.eq(j).nonzero(as_tuple=True)[0]
-        picks.append(pick)
-        pieces.append(stores[j].index_select(0, row[pick]))
-    if len(pieces) == 1:
-        return pieces[0]
-    return torch.cat(pieces).index_select(0, torch.argsort(torch.cat(picks)))
+    groups, order = route
+    pieces = [stores[j].index_select(0, rows) for j, _, rows in groups]
+    return pieces[0] if order is None else torch.cat(pieces).index_select(0, order)
 
 
-def _scatter_add(grads: List[Tensor], store: Tensor, row: Tensor, values: Tensor) -> None:
+def _scatter_add(grads: List[Tensor], route: Route, values: Tensor) -> None:
     """``grads[store[i]][row[i]] += values[i]`` for every ``i`` (the adjoint of :func:`_gather`)."""
-    for j in store.unique().tolist():
-        pick = store.eq(j).nonzero(as_tuple=True)[0]
-        grads[j].index_add_(0, row[pick], values.index_select(0, pick))
+    for j, pick, rows in route[0]:
+        grads[j].index_add_(0, rows, values.index_select(0, pick))
 
 
 def _unpack(sequence, total_length: int) -> Tensor:

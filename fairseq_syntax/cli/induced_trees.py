@@ -141,25 +141,20 @@ def batches(dataset, batch_size: int, use_cuda: bool):
 
 def gold_word_lengths(data: str, gold, gold_path: str
                       ) -> Optional[List[Tuple[List[int], str]]]:
-    """(pieces per gold word, ``file:line`` of the tree) of every sentence, each word encoded alone with the data-bin's
-    sentencepiece model (as ``fairseq-syntax-preprocess`` encodes source words); None when
-    the data-bin has no ``spm.model``."""
-    import os
+    """(pieces per gold word, ``file:line`` of the tree) of every sentence, each word
+    encoded alone with the data-bin's sentencepiece model, as ``fairseq-syntax-preprocess``
+    encodes source words; None when the data-bin has no sentencepiece model."""
+    from fairseq_syntax.data.raw_input import data_bin_sentencepiece
 
-    from fairseq_syntax.data.raw_input import read_manifest
-
-    path = os.path.join(data, read_manifest(data).get("spm_model", "spm.model"))
-    if not os.path.exists(path):
+    sp = data_bin_sentencepiece(data)
+    if sp is None:
         return None
-    import sentencepiece as spm
-
-    sp = spm.SentencePieceProcessor(model_file=path)
     lengths = []
     for tree in gold:
         per_word = sp.encode(list(tree.words), out_type=str) if tree.words else []
         if any(not p for p in per_word):
             raise SystemExit(f"error: {gold_path}:{tree.line}: a gold word encodes to no "
-                             f"sentencepiece piece with {path}")
+                             f"sentencepiece piece with {data}'s sentencepiece model")
         lengths.append(([len(p) for p in per_word], f"{gold_path}:{tree.line}"))
     return lengths
 

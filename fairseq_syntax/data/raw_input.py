@@ -91,6 +91,18 @@ def read_manifest(data_dir: str) -> dict:
         return json.load(f)
 
 
+def data_bin_sentencepiece(data_dir: str, manifest: Optional[dict] = None):
+    """The data-bin's sentencepiece model (the manifest's ``spm_model``, default
+    ``spm.model``) that encoded its source words one by one; None if it has none."""
+    manifest = read_manifest(data_dir) if manifest is None else manifest
+    path = os.path.join(data_dir, manifest.get("spm_model", "spm.model"))
+    if not os.path.exists(path):
+        return None
+    import sentencepiece as spm
+
+    return spm.SentencePieceProcessor(model_file=path)
+
+
 @dataclass
 class RawSource:
     """One raw input line, ready for the model."""
@@ -192,12 +204,7 @@ class RawInputProcessor:
 
     def _spm(self):
         if self._sp is None:
-            import sentencepiece as spm
-
-            path = os.path.join(self.data_dir, self.manifest.get("spm_model", "spm.model"))
-            if not os.path.exists(path):
-                return None
-            self._sp = spm.SentencePieceProcessor(model_file=path)
+            self._sp = data_bin_sentencepiece(self.data_dir, self.manifest)
         return self._sp
 
     def encode(self, lines: Sequence[str], dictionary,

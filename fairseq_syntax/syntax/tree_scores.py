@@ -57,8 +57,8 @@ UNKNOWN_PIECE = "<unk>"  # fairseq's unknown-word symbol
 PUNCT_TAGS = ("PUNCT",)
 
 __all__ = [
-    "WORD_START", "word_spans", "join_pieces", "collapse_marginals", "max_spanning_tree",
-    "extract_tree", "spans_of_word_lengths", "left_branching", "right_branching", "AttachmentCounts",
+    "WORD_START", "word_spans", "spans_of_word_lengths", "join_pieces", "collapse_marginals",
+    "max_spanning_tree", "extract_tree", "left_branching", "right_branching", "AttachmentCounts",
     "attachment_counts", "GoldTree", "read_gold_trees", "CorpusScores", "score_corpus",
     "TABLE3_COLUMNS", "format_table3",
 ]

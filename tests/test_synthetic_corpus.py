@@ -1,29 +1,48 @@
 """Tests for the embedded synthetic en->vf corpus (fairseq_syntax.data.synthetic_corpus)."""
 import ast
+import hashlib
 import os
+import statistics
 
 import conllu
 import networkx as nx
 import pytest
 
 from fairseq_syntax.data import synthetic_corpus as sc
+from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees, write_conllu
+
+
+@pytest.fixture(scope="module", params=["in-distribution", "gen"])
+def pairs(request):
+    """The tree/alignment/agreement checks run on both kinds of sentences."""
+    if request.param == "gen":
+        return sc.generate_gen_pairs(300, seed=3)
+    return sc.generate_pairs(600, seed=3)
 
 
 @pytest.fixture(scope="module")
-def pairs():
-    return sc.generate_pairs(600, seed=3)
+def train_and_gen():
+    return sc.generate_pairs(3000, seed=3), sc.generate_gen_pairs(300, seed=3)
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("synthetic"))
-    summary = sc.generate_corpus(out, seed=5, train=300, valid=40, test=50)
+    summary = sc.generate_corpus(out, seed=5, train=300, valid=40, test=50, gen=60)
     return out, summary
 
 
 def read_lines(path):
     with open(path, encoding="utf-8") as f:
         return f.read().splitlines()
+
+
+def tree_depth(heads):
+    """Longest root-to-word path of a tree (0-based heads, -1 for the root)."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(len(heads)))
+    graph.add_edges_from((h, d) for d, h in enumerate(heads) if h >= 0)
+    return max(nx.shortest_path_length(graph, heads.index(-1)).values())
 
 
 def root_and_subject(pair):
@@ -156,7 +175,7 @@ def test_agreement_accuracy_by_hand():
 
 def test_corpus_files(corpus):
     out, summary = corpus
-    assert summary["sizes"] == {"train": 300, "valid": 40, "test": 50}
+    assert summary["sizes"] == {"train": 300, "valid": 40, "test": 50, "gen": 60}
     sentences = {}
     for split, size in summary["sizes"].items():
         paths = summary["paths"][split]
@@ -176,6 +195,10 @@ def test_corpus_files(corpus):
     assert not sentences["test"] & sentences["train"]
     assert not sentences["valid"] & sentences["train"]
     assert not sentences["test"] & sentences["valid"]
+    for split in ("train", "valid", "test"):
+        assert not sentences["gen"] & sentences[split]
+    longest = max(len(line.split()) for line in sentences["train"])
+    assert min(len(line.split()) for line in sentences["gen"]) > longest
 
 
 def test_conllu_matches_pairs(corpus):
@@ -187,13 +210,140 @@ def test_conllu_matches_pairs(corpus):
         assert [t["head"] - 1 for t in tree] == p.heads
         assert [t["deprel"] for t in tree] == p.deprels
         assert [t["upos"] for t in tree] == p.upos
+    with open(os.path.join(out, "gen.en.conllu"), encoding="utf-8") as f:
+        trees = conllu.parse(f.read())
+    for p, tree in zip(sc.generate_gen_pairs(60, seed=5), trees):
+        assert [t["head"] - 1 for t in tree] == p.heads
+        assert [t["deprel"] for t in tree] == p.deprels
+
+
+def test_in_distribution_splits_unchanged(corpus, tmp_path):
+    out, _ = corpus
+    pairs = sc.generate_pairs(390, seed=5)
+    chunks = {"test": pairs[:50], "valid": pairs[50:90], "train": pairs[90:]}
+    for split, chunk in chunks.items():
+        assert read_lines(os.path.join(out, f"{split}.en")) == [" ".join(p.source) for p in chunk]
+        assert read_lines(os.path.join(out, f"{split}.vf")) == [" ".join(p.target) for p in chunk]
+        assert read_lines(os.path.join(out, f"{split}.align")) == [
+            sc.to_pharaoh(p.alignment) for p in chunk]
+    # gen=0 writes no gen files and the same in-distribution files
+    summary = sc.generate_corpus(str(tmp_path), seed=5, train=300, valid=40, test=50, gen=0)
+    assert set(summary["sizes"]) == set(summary["paths"]) == {"train", "valid", "test"}
+    assert not any(name.startswith("gen.") for name in os.listdir(tmp_path))
+    for split in chunks:
+        for ext in ("en", "vf", "en.conllu", "align"):
+            assert read_lines(tmp_path / f"{split}.{ext}") == read_lines(
+                os.path.join(out, f"{split}.{ext}"))
+
+
+def test_seed_one_pairs_are_pinned():
+    # published numbers use the seed-1 corpus: its sentences must never change
+    pairs = sc.generate_pairs(1000, seed=1)
+    text = "\n".join(" ".join(p.source) + " ||| " + " ".join(p.target) for p in pairs)
+    assert " ".join(pairs[0].source) == "the white bear near some pilots liked the young girl ."
+    assert hashlib.sha256(text.encode()).hexdigest() == (
+        "8e1af1bcbd4f0cacbe6c4be6a3dcd2483ca33db9a54c443bf12309f6d910fed1")
+
+
+def test_gen_is_deterministic_and_seeded_from_the_corpus_seed():
+    a = sc.generate_gen_pairs(20, seed=3)
+    assert a == sc.generate_gen_pairs(20, seed=3)
+    assert a == sc.generate_pairs(20, 3 + 1000003, sc.GENERALISATION, min_length=35)
+    assert [p.source for p in a] != [p.source for p in sc.generate_gen_pairs(20, seed=4)]
+    assert sc.generate_gen_pairs(50, seed=3)[:20] == a
+
+
+def test_gen_is_longer_than_any_training_sentence(train_and_gen):
+    train, gen = train_and_gen
+    assert sc.max_source_length() == 34 and sc.DEFAULT_PARAMS == sc.GrammarParams()
+    assert max(len(p.source) for p in train) <= sc.max_source_length()
+    assert min(len(p.source) for p in gen) > sc.max_source_length()
+    assert len({" ".join(p.source) for p in gen}) == len(gen)
+
+
+def test_gen_has_more_attractors_and_deeper_trees(train_and_gen):
+    train, gen = train_and_gen
+    attractors = {name: [sc.attractors(p.source, p.heads) for p in pairs]
+                  for name, pairs in (("train", train), ("gen", gen))}
+    depths = {name: [tree_depth(p.heads) for p in pairs]
+              for name, pairs in (("train", train), ("gen", gen))}
+    assert statistics.mean(attractors["gen"]) > statistics.mean(attractors["train"]) + 2
+    assert min(attractors["gen"]) >= 2  # every gen sentence is long-distance
+    assert statistics.mean(depths["gen"]) > statistics.mean(depths["train"]) + 2
+    assert max(depths["gen"]) > max(depths["train"])
+    for p in gen:  # every noun between subject head and verb is an attractor
+        root, subject = root_and_subject(p)
+        number = sc.source_noun_number(p.source[subject])
+        assert sc.source_noun_number(p.source[subject + 1]) is None
+        assert all(sc.source_noun_number(t) in (None, sc.PL if number == sc.SG else sc.SG)
+                   for t in p.source[subject + 1:root])
+
+
+# long-distance: "cats" and "birds" (plural) stand between "dog" and "saw"
+LONG = ParsedSentence("the dog near the cats with the birds saw a mouse .".split(),
+                      [1, 8, 4, 4, 1, 7, 7, 4, -1, 10, 8, 8],
+                      ["det", "nsubj", "case", "det", "nmod", "case", "det", "nmod", "root",
+                       "det", "obj", "punct"])
+# not long-distance: "cat" has the subject's number, only "birds" is an attractor, and
+# nouns after the verb do not count
+SHORT = ParsedSentence("the dog near the cat with the birds saw the mice .".split(),
+                       LONG.heads, LONG.deprels)
+LONG_REF = "ko vask kos mirni kos pilki kon pres mi sirt videt ."
+SHORT_REF = "ko vask ko mirn kos pilki kon pres kos sirti videt ."
+
+
+def test_attractors_by_hand():
+    assert sc.attractors(LONG.words, LONG.heads) == 2
+    assert sc.attractors(SHORT.words, SHORT.heads) == 1
+    assert sc.attractors("the dogs saw the cat .".split(), [1, 2, -1, 4, 2, 2]) == 0
+
+
+def test_agreement_report_by_hand():
+    refs = [LONG_REF, SHORT_REF]
+    report = sc.agreement_report([LONG_REF, SHORT_REF.replace("videt", "viden")], refs,
+                                 [LONG, SHORT])
+    assert report == sc.AgreementReport(50.0, 1, 2, 100.0, 1, 1)
+    trees = [(LONG.words, LONG.heads), (SHORT.words, SHORT.heads)]  # plain pairs work too
+    report = sc.agreement_report([LONG_REF.replace("videt", "viden"), SHORT_REF], refs, trees)
+    assert report == sc.AgreementReport(50.0, 1, 2, 0.0, 0, 1)
+    report = sc.agreement_report([SHORT_REF], [SHORT_REF], [SHORT])
+    assert report == sc.AgreementReport(100.0, 1, 1, 0.0, 0, 0)
+    with pytest.raises(ValueError):
+        sc.agreement_report(refs, refs, [LONG])
+
+
+def test_score_main_long_distance(tmp_path, capsys):
+    ref, hyp, src = tmp_path / "ref.vf", tmp_path / "hyp.vf", tmp_path / "src.conllu"
+    ref.write_text(f"{LONG_REF}\n{SHORT_REF}\n")
+    hyp.write_text(LONG_REF.replace("videt", "viden") + f"\n{SHORT_REF}\n")
+    write_conllu(str(src), [LONG, SHORT])
+    assert sc.score_main(["--hyp", str(hyp), "--ref", str(ref), "--src-conllu", str(src)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "agreement accuracy: 50.00 (1/2)", "long-distance agreement accuracy: 0.00 (0/1)"]
+    write_conllu(str(src), [LONG])
+    with pytest.raises(SystemExit) as err:
+        sc.score_main(["--hyp", str(hyp), "--ref", str(ref), "--src-conllu", str(src)])
+    assert err.value.code == 2 and str(src) in capsys.readouterr().err
+
+
+def test_score_main_on_the_gen_split(corpus, capsys):
+    out, _ = corpus
+    gold = os.path.join(out, "gen.vf")
+    assert sc.score_main(["--hyp", gold, "--ref", gold,
+                          "--src-conllu", os.path.join(out, "gen.en.conllu")]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "agreement accuracy: 100.00 (60/60)", "long-distance agreement accuracy: 100.00 (60/60)"]
+    trees = read_conllu_trees(os.path.join(out, "test.en.conllu"))
+    refs = read_lines(os.path.join(out, "test.vf"))
+    report = sc.agreement_report(refs, refs, trees)
+    assert 0 < report.long_distance_total < report.total == 50
 
 
 def test_main_writes_files(tmp_path, capsys):
     out = tmp_path / "corpus"
     assert sc.main(["--out", str(out), "--seed", "2", "--train", "30", "--valid", "5",
-                    "--test", "6"]) == 0
-    for split, size in (("train", 30), ("valid", 5), ("test", 6)):
+                    "--test", "6", "--gen", "7"]) == 0
+    for split, size in (("train", 30), ("valid", 5), ("test", 6), ("gen", 7)):
         for ext in ("en", "vf", "en.conllu", "align"):
             assert (out / f"{split}.{ext}").exists()
         assert len(read_lines(out / f"{split}.en")) == size

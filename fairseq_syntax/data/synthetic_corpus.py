@@ -35,12 +35,25 @@ Why it is syntax-sensitive
     (``nsubj`` of the root, ``acl:relcl`` to the modified noun) gets it right.
     :func:`agreement_accuracy` measures this on the main verb.
 
-Files (per split ``S`` in train/valid/test, see :func:`generate_corpus`):
+Generalisation split (``gen``)
+    The in-distribution splits are easy (a plain model reaches ~100 % agreement), so
+    :func:`generate_gen_pairs` draws a harder set from the same lexicon with
+    :data:`GENERALISATION` parameters: noun phrases nest up to 4 levels (training: 2),
+    the subject always has a modifier, nested modifiers are likely and every noun inside
+    the subject has the other number than its head (attractor probability 1). Only
+    sentences longer than any the training grammar can produce
+    (:func:`max_source_length`, 34 words) are kept, so gen is disjoint from
+    train/valid/test. Its seed is the corpus seed + :data:`GEN_SEED_OFFSET` (1000003).
+    :func:`agreement_report` splits agreement accuracy by long-distance sentences (at
+    least 2 attractors between the subject head noun and the main verb).
+
+Files (per split ``S`` in train/valid/test/gen, see :func:`generate_corpus`):
 ``S.en``, ``S.vf`` (one whitespace-tokenised sentence per line), ``S.en.conllu`` (gold
 UD-style trees, one per line of ``S.en``) and ``S.align`` (Pharaoh ``i-j``, 0-based,
 source index ``i``, target index ``j``; the alignment is one-to-one).
 
-Pure Python (standard library only): no torch, no fairseq.
+Pure Python (standard library only; ``--src-conllu`` of the scoring script reads
+CoNLL-U with :mod:`fairseq_syntax.syntax.conllu_io`): no torch, no fairseq.
 """
 import argparse
 import os
@@ -118,6 +131,36 @@ P_RELATIVE = 0.5  #: a modifier is a relative clause (else a PP)
 P_ATTRACTOR = 0.75  #: a noun inside the subject has the other number than its head
 P_DEFINITE = 0.6
 ADJECTIVE_COUNT_WEIGHTS = (0.6, 0.3, 0.1)  #: weights for 0, 1, 2 adjectives
+
+
+@dataclass(frozen=True)
+class GrammarParams:
+    """Generation parameters; the defaults are those of train/valid/test."""
+
+    max_depth: int = MAX_DEPTH
+    p_subject_modifier: float = P_SUBJECT_MODIFIER
+    p_object_modifier: float = P_OBJECT_MODIFIER
+    p_nested_modifier: float = P_NESTED_MODIFIER
+    p_relative: float = P_RELATIVE
+    p_attractor: float = P_ATTRACTOR
+    p_definite: float = P_DEFINITE
+    adjective_count_weights: Tuple[float, ...] = ADJECTIVE_COUNT_WEIGHTS
+
+
+DEFAULT_PARAMS = GrammarParams()
+#: the gen split: deeper nesting, a modifier on every subject, every subject noun an attractor
+GENERALISATION = GrammarParams(max_depth=4, p_subject_modifier=1.0, p_nested_modifier=0.8,
+                               p_attractor=1.0)
+GEN_SEED_OFFSET = 1000003  #: the gen split's seed is the corpus seed + this
+
+
+def max_source_length(params: GrammarParams = DEFAULT_PARAMS) -> int:
+    """Upper bound of the source length (words) that ``params`` can produce."""
+    np_words = 2 + len(params.adjective_count_weights) - 1  # Det Adj* N
+    longest = np_words
+    for _ in range(params.max_depth):  # the longest modifier: "that V NP"
+        longest = np_words + 2 + longest
+    return 2 * longest + 2  # subject V object "."
 
 
 def _vf_noun(stem: str, number: str) -> str:
@@ -247,15 +290,16 @@ def _attach(word: Word, head: Optional[Word], deprel: str) -> Word:
 class _Generator:
     """Samples sentences from the grammar with its own ``random.Random``."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, params: GrammarParams = DEFAULT_PARAMS):
         self.rng = random.Random(seed)
+        self.params = params
 
     def number(self, attract_from: Optional[str]) -> str:
         """A noun's number; inside the subject usually the other one (an attractor)."""
         if attract_from is None:
             return self.rng.choice(NUMBERS)
         other = PL if attract_from == SG else SG
-        return other if self.rng.random() < P_ATTRACTOR else attract_from
+        return other if self.rng.random() < self.params.p_attractor else attract_from
 
     def noun_phrase(self, number: str, depth: int, p_modifier: float,
                     attract_from: Optional[str]) -> NounPhrase:
@@ -263,24 +307,26 @@ class _Generator:
         sg, pl, stem = self.rng.choice(NOUNS)
         noun = Word(pl if number == PL else sg, _vf_noun(stem, number), "NOUN", sg,
                     "Number=Sing" if number == SG else "Number=Plur")
-        definiteness = "def" if self.rng.random() < P_DEFINITE else "indef"
+        definiteness = "def" if self.rng.random() < self.params.p_definite else "indef"
         en_det, vf_det = DETERMINERS[(definiteness, number)]
         det = _attach(Word(en_det, vf_det, "DET", en_det), noun, "det")
-        n_adj = self.rng.choices(range(len(ADJECTIVE_COUNT_WEIGHTS)), ADJECTIVE_COUNT_WEIGHTS)[0]
+        weights = self.params.adjective_count_weights
+        n_adj = self.rng.choices(range(len(weights)), weights)[0]
         adjectives = [_attach(Word(en, vf, "ADJ", en), noun, "amod")
                       for en, vf in self.rng.sample(ADJECTIVES, n_adj)]
         np = NounPhrase(det, adjectives, noun, number)
-        if depth < MAX_DEPTH and self.rng.random() < p_modifier:
+        if depth < self.params.max_depth and self.rng.random() < p_modifier:
             np.modifier = self.modifier(np, depth + 1, attract_from)
         return np
 
     def embedded_np(self, depth: int, attract_from: Optional[str]) -> NounPhrase:
-        return self.noun_phrase(self.number(attract_from), depth, P_NESTED_MODIFIER, attract_from)
+        return self.noun_phrase(self.number(attract_from), depth, self.params.p_nested_modifier,
+                                attract_from)
 
     def modifier(self, head: NounPhrase, depth: int,
                  attract_from: Optional[str]) -> Union[PrepPhrase, RelClause]:
         """A PP (``near the cats``) or subject relative clause modifying ``head``."""
-        if self.rng.random() < P_RELATIVE:
+        if self.rng.random() < self.params.p_relative:
             lemma, past, stem = self.rng.choice(VERBS)
             verb = _attach(Word(past, _vf_verb(stem, head.number), "VERB", lemma,
                                 "Mood=Ind|Tense=Past|VerbForm=Fin"), head.noun, "acl:relcl")
@@ -299,8 +345,9 @@ class _Generator:
         lemma, past, stem = self.rng.choice(VERBS)
         verb = _attach(Word(past, _vf_verb(stem, number), "VERB", lemma,
                             "Mood=Ind|Tense=Past|VerbForm=Fin"), None, "root")
-        subject = self.noun_phrase(number, 0, P_SUBJECT_MODIFIER, attract_from=number)
-        obj = self.noun_phrase(self.number(None), 0, P_OBJECT_MODIFIER, attract_from=None)
+        subject = self.noun_phrase(number, 0, self.params.p_subject_modifier, attract_from=number)
+        obj = self.noun_phrase(self.number(None), 0, self.params.p_object_modifier,
+                               attract_from=None)
         _attach(subject.noun, verb, "nsubj")
         _attach(obj.noun, verb, "obj")
         punct = _attach(Word(*PUNCT, "PUNCT", "."), verb, "punct")
@@ -348,22 +395,36 @@ def _to_pair(sentence: Sentence) -> SyntheticPair:
     )
 
 
-def generate_pairs(n: int, seed: int) -> List[SyntheticPair]:
-    """``n`` pairs with pairwise distinct source sentences, deterministic for ``seed``."""
-    generator = _Generator(seed)
+def generate_pairs(n: int, seed: int, params: GrammarParams = DEFAULT_PARAMS,
+                   min_length: int = 0) -> List[SyntheticPair]:
+    """``n`` pairs with pairwise distinct source sentences, deterministic for ``seed``.
+
+    Sentences shorter than ``min_length`` words are skipped (resampled).
+    """
+    generator = _Generator(seed, params)
     pairs: List[SyntheticPair] = []
     seen = set()
     attempts = 0
     while len(pairs) < n:
         attempts += 1
-        if attempts > 20 * n + 1000:
+        if attempts > 100 * n + 1000:
             raise RuntimeError(f"could not sample {n} distinct sentences")
         pair = _to_pair(generator.sentence())
         key = " ".join(pair.source)
-        if key not in seen:
+        if key not in seen and len(pair.source) >= min_length:
             seen.add(key)
             pairs.append(pair)
     return pairs
+
+
+def generate_gen_pairs(n: int, seed: int) -> List[SyntheticPair]:
+    """The gen split of the corpus with seed ``seed`` (see the module docstring).
+
+    :data:`GENERALISATION` parameters, seed ``seed + GEN_SEED_OFFSET``, and only
+    sentences longer than :func:`max_source_length` of the training grammar.
+    """
+    return generate_pairs(n, seed + GEN_SEED_OFFSET, GENERALISATION,
+                          min_length=max_source_length(DEFAULT_PARAMS) + 1)
 
 
 # ----------------------------------------------------------------------------------
@@ -371,6 +432,7 @@ def generate_pairs(n: int, seed: int) -> List[SyntheticPair]:
 # ----------------------------------------------------------------------------------
 
 SPLITS = ("train", "valid", "test")
+GEN_SPLIT = "gen"
 
 
 def to_conllu(pair: SyntheticPair, sent_id: str) -> str:
@@ -407,21 +469,26 @@ def write_split(pairs: Sequence[SyntheticPair], out_dir: str, split: str) -> Dic
 
 
 def generate_corpus(out_dir: str, seed: int = 1, train: int = 20000, valid: int = 500,
-                    test: int = 500) -> dict:
-    """Generate the three splits into ``out_dir`` and return a summary.
+                    test: int = 500, gen: int = 500) -> dict:
+    """Generate train/valid/test (and gen unless ``gen=0``) into ``out_dir``; a summary.
 
     All sentences are distinct, across splits too. The test set is drawn first and
-    valid second, so they do not change when only the train size changes.
+    valid second, so they do not change when only the train size changes; gen
+    (:func:`generate_gen_pairs`) depends on ``seed`` and ``gen`` only.
     """
-    sizes = {"train": train, "valid": valid, "test": test}
+    sizes = {"train": train, "valid": valid, "test": test, GEN_SPLIT: gen}
     for split, size in sizes.items():
         if size < 0:
             raise ValueError(f"{split} size must be >= 0, got {size}")
+    if not gen:
+        del sizes[GEN_SPLIT]
     os.makedirs(out_dir, exist_ok=True)
     pairs = generate_pairs(train + valid + test, seed)
     chunks = {"test": pairs[:test], "valid": pairs[test:test + valid],
               "train": pairs[test + valid:]}
-    paths = {split: write_split(chunks[split], out_dir, split) for split in SPLITS}
+    if gen:
+        chunks[GEN_SPLIT] = generate_gen_pairs(gen, seed)
+    paths = {split: write_split(chunk, out_dir, split) for split, chunk in chunks.items()}
     return {"out_dir": out_dir, "seed": seed, "sizes": sizes, "paths": paths}
 
 
@@ -463,6 +530,64 @@ def agreement_accuracy(hypotheses: List[str], references: List[str]) -> float:
     return correct / total if total else 0.0
 
 
+def attractors(words: Sequence[str], heads: Sequence[int]) -> int:
+    """Attractors of a source tree (0-based ``heads``, -1 for the root).
+
+    The subject head noun is the leftmost dependent of the root (the main verb) that is
+    an English noun form; the attractors are the nouns strictly between it and the
+    root, in word order, whose number differs from the subject head noun's. 0 when the
+    root has no noun dependent to its left.
+    """
+    root = list(heads).index(-1)
+    subjects = [i for i in range(root) if heads[i] == root and source_noun_number(words[i])]
+    if not subjects:
+        return 0
+    number = source_noun_number(words[subjects[0]])
+    return sum(source_noun_number(w) not in (None, number) for w in words[subjects[0] + 1:root])
+
+
+LONG_DISTANCE_ATTRACTORS = 2  #: a sentence is long-distance with at least this many attractors
+
+
+@dataclass
+class AgreementReport:
+    """Main-verb agreement overall and on long-distance sentences (accuracies in %)."""
+
+    accuracy: float
+    correct: int
+    total: int
+    long_distance_accuracy: float
+    long_distance_correct: int
+    long_distance_total: int
+
+
+def agreement_report(hypotheses: Sequence[str], references: Sequence[str],
+                     source_trees: Sequence) -> AgreementReport:
+    """Agreement accuracy (as :func:`agreement_counts`), overall and long-distance.
+
+    ``source_trees`` has one source tree per sentence: a ``(words, heads)`` pair or an
+    object with ``words`` and ``heads`` (e.g. from
+    :func:`fairseq_syntax.syntax.conllu_io.read_conllu_trees` of ``S.en.conllu``). A
+    sentence is long-distance if its source has at least
+    :data:`LONG_DISTANCE_ATTRACTORS` (2) :func:`attractors`. Accuracies of an empty set are 0.
+    """
+    if len(source_trees) != len(references):
+        raise ValueError(f"{len(source_trees)} source trees but {len(references)} references")
+    correct, total = agreement_counts(hypotheses, references)
+    long_correct = long_total = 0
+    for hyp, ref, tree in zip(hypotheses, references, source_trees):
+        words, heads = tree if isinstance(tree, tuple) else (tree.words, tree.heads)
+        if attractors(words, heads) >= LONG_DISTANCE_ATTRACTORS:
+            long_total += 1
+            long_correct += main_verb_number(hyp) == main_verb_number(ref)
+
+    def percent(c: int, n: int) -> float:
+        return 100.0 * c / n if n else 0.0
+
+    return AgreementReport(percent(correct, total), correct, total,
+                           percent(long_correct, long_total), long_correct, long_total)
+
+
 # ----------------------------------------------------------------------------------
 # Console scripts
 # ----------------------------------------------------------------------------------
@@ -473,7 +598,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="fairseq-syntax-synthetic",
         description="Generate the synthetic en->vf corpus (text, gold CoNLL-U trees, "
-        "gold Pharaoh alignments) for train/valid/test.",
+        "gold Pharaoh alignments) for train/valid/test and the harder gen split.",
     )
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output directory (created if missing)")
@@ -484,14 +609,19 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="number of validation pairs (default: 500)")
     parser.add_argument("--test", type=int, default=500,
                         help="number of test pairs (default: 500)")
+    parser.add_argument("--gen", type=int, default=500,
+                        help="number of generalisation pairs, gen.*: deeper nesting, more "
+                        "attractors, longer than any training sentence; seed + 1000003 "
+                        "(default: 500; 0 writes no gen files)")
     args = parser.parse_args(argv)
-    for name in SPLITS:
+    for name in (*SPLITS, GEN_SPLIT):
         if getattr(args, name) < 0:
             parser.error(f"--{name} must be >= 0")
-    summary = generate_corpus(args.out, args.seed, args.train, args.valid, args.test)
+    summary = generate_corpus(args.out, args.seed, args.train, args.valid, args.test, args.gen)
     sizes = summary["sizes"]
     print(f"wrote {sizes['train']}/{sizes['valid']}/{sizes['test']} train/valid/test pairs "
-          f"(.en .vf .en.conllu .align) to {args.out} (seed {args.seed})")
+          f"and {args.gen} gen pairs (.en .vf .en.conllu .align) to {args.out} "
+          f"(seed {args.seed})")
     return 0
 
 
@@ -511,17 +641,37 @@ def score_main(argv: Optional[List[str]] = None) -> int:
                         help="system output, one vf sentence per line")
     parser.add_argument("--ref", required=True, metavar="FILE",
                         help="reference vf sentences, one per line (e.g. test.vf)")
+    parser.add_argument("--src-conllu", metavar="FILE",
+                        help="gold source trees (e.g. test.en.conllu); also prints the "
+                        "accuracy on long-distance sentences (>= 2 attractors between the "
+                        "subject head noun and the main verb)")
     args = parser.parse_args(argv)
     hyps, refs = _read_lines(args.hyp), _read_lines(args.ref)
     if len(hyps) != len(refs):
         parser.error(f"line counts differ: {args.hyp} has {len(hyps)} lines, "
                      f"{args.ref} has {len(refs)}")
+    trees = None
+    if args.src_conllu:
+        from fairseq_syntax.syntax.conllu_io import read_conllu_trees
+        from fairseq_syntax.syntax.errors import SyntaxInputError
+
+        try:
+            trees = read_conllu_trees(args.src_conllu)
+        except (OSError, SyntaxInputError) as err:
+            parser.error(str(err))
+        if len(trees) != len(refs):
+            parser.error(f"{args.src_conllu} has {len(trees)} sentences, "
+                         f"{args.ref} has {len(refs)} lines")
     try:
         correct, total = agreement_counts(hyps, refs)
     except ValueError as err:
         parser.error(f"{args.ref}: {err}")
     accuracy = 100.0 * correct / total if total else 0.0
     print(f"agreement accuracy: {accuracy:.2f} ({correct}/{total})")
+    if trees is not None:
+        report = agreement_report(hyps, refs, trees)
+        print(f"long-distance agreement accuracy: {report.long_distance_accuracy:.2f} "
+              f"({report.long_distance_correct}/{report.long_distance_total})")
     return 0
 
 

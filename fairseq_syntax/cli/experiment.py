@@ -1,38 +1,57 @@
 """``fairseq-syntax-experiment``: the quality experiment behind ``docs/RESULTS.md``.
 
 For one corpus it trains every method of the plugin with the same budget and the same
-sizes through the real ``fairseq-train``, decodes the test split with the real
-``fairseq-generate`` (beam 5), scores the outputs with the project's scorers and writes
-the measured numbers as Markdown into that corpus's section of the results file
-(between ``<!-- CORPUS:begin -->`` and ``<!-- CORPUS:end -->``; other sections and any
-text outside the markers are kept).
+sizes through the real ``fairseq-train``, once per seed (``--seeds 1,2,3``), decodes the
+test split(s) with the real ``fairseq-generate`` (beam 5), scores the outputs with the
+project's scorers and writes
+
+* one JSON file per finished run (method, seed) to ``--results-dir`` (default
+  ``docs/results/CORPUS/``, meant to be committed), named ``METHOD.seedN.json`` (``METHOD``
+  with every non-word character as ``_``), written atomically and only when the run
+  finished without error. It holds the scores, the settings that define the run (corpus,
+  method, sizes, budget, optimiser, decoding), the command lines, wall seconds, the date
+  and facts about the host (schema: :func:`run_record`);
+* that corpus's section of the results file (between ``<!-- CORPUS:begin -->`` and
+  ``<!-- CORPUS:end -->``; other sections and any text outside the markers are kept),
+  rendered from **every** JSON file in the results folder whose settings equal the
+  current ones, so runs of earlier sessions count. It is rewritten after each finished
+  run (a killed experiment leaves an up-to-date table) and at the end, and
+  ``--render-only`` rewrites it without training. A cell is the mean ± the sample standard
+  deviation (ddof=1) over the seeds present.
+
+The experiment is resumable: a run whose JSON file exists with identical settings is
+skipped (``[skip] METHOD seed N``), one whose settings differ is run again (its folder
+under ``--workdir`` starts afresh).
 
 Methods: every registered architecture of the plugin (the backbone ``attentional_rnn``
 first), the backbone under ``supervised_attention_cross_entropy`` (gold/eflomal
 alignments of the training data) and under ``blackout``, and ``tree2seq`` decoded again
-with ``--length-prior`` (no extra training). Every run uses ``--seed 1``, the same model
-sizes, optimiser and number of updates, and the last checkpoint.
+with ``--length-prior`` (no extra training). Every run of a method uses the same model
+sizes, optimiser and budget (``--updates`` or ``--epochs``), validation on, and the last
+checkpoint.
 
-Scores per method:
+Scores per run:
 
-* BLEU (sacreBLEU, its signature printed once) and RIBES
-  (:mod:`fairseq_syntax.syntax.ribes`) of the beam-5 translations of the test split;
-* synthetic corpus: agreement accuracy (``fairseq-syntax-score-agreement``), AER,
-  precision and recall of the attention against the gold alignments
-  (``fairseq-syntax-score-alignments`` on the teacher-forced reference, soft attention,
-  threshold 0.2), and directed/undirected attachment accuracy of the trees the
-  structured-attention models (``sa_nmt*``, ``fa_nmt*``) induce against the gold trees,
-  with the left/right-branching baselines (``fairseq-syntax-induced-trees``);
-* Multi30k En-De: BLEU of the detokenised ``test_2016_flickr`` translations against the
-  raw references, RIBES on spaCy tokens, and the induced trees against the spaCy
-  (``en_core_web_sm``) parses of the test source that ``examples/multi30k/prepare.sh``
-  wrote.
+* synthetic corpus: BLEU (sacreBLEU), main-verb agreement accuracy, overall and on
+  long-distance sentences (:func:`~fairseq_syntax.data.synthetic_corpus.agreement_report`),
+  on the in-distribution test split and on the generalisation split ``gen`` (deeper
+  nesting, more attractors; the data-bin's ``test1``); AER, precision and recall of the
+  attention against the gold test alignments (teacher-forced reference, soft attention,
+  threshold 0.2);
+* Multi30k En-De: BLEU and chrF (sacreBLEU) of the detokenised ``test_2016_flickr``
+  translations against the raw references, RIBES on spaCy tokens;
+* both: the last validation perplexity of training (from fairseq's ``--log-format json
+  --log-file``), and the directed/undirected attachment accuracy of the trees the
+  structured-attention models (``sa_nmt*``, ``fa_nmt*``) induce on the test source against
+  the gold (synthetic) or spaCy (Multi30k) trees, with the left/right-branching baselines
+  (``fairseq-syntax-induced-trees``).
 
 Examples::
 
-    fairseq-syntax-experiment --corpus synthetic --workdir exp/synthetic
+    fairseq-syntax-experiment --corpus synthetic --workdir exp/synthetic --seeds 1,2,3
     fairseq-syntax-experiment --corpus multi30k --data-bin data/multi30k/data-bin \\
-        --workdir exp/multi30k --gpu
+        --workdir exp/multi30k --gpu --seeds 1,2,3
+    fairseq-syntax-experiment --corpus synthetic --render-only   # table from the JSONs
 """
 import argparse
 import concurrent.futures
@@ -42,12 +61,14 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_syntax.user_dir import user_dir
 
@@ -55,15 +76,29 @@ BACKBONE = "attentional_rnn"
 TREE_INDUCING = ("sa_nmt", "fa_nmt")  # arch prefixes whose encoders induce trees
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
+RECORD_FORMAT = "fairseq-syntax-experiment run, version 1"
+USER_DIR_SHELL = '"$(fairseq-syntax-user-dir)"'  # how a reader's shell finds the plugin
 
-# Per-corpus defaults of the sizes and the budget (CPU-friendly for synthetic).
+# Per-corpus defaults of the sizes and the budget (CPU-friendly for synthetic; Multi30k as
+# issue 14's anchor: 256-d embeddings, BiLSTM 2 x 256, decoder 512, 12 epochs).
 DEFAULTS = {
-    "synthetic": dict(updates=300, max_tokens=2000, embed_dim=64, encoder_hidden=64,
-                      decoder_hidden=128, dropout=0.1, lr=0.003),
-    "multi30k": dict(updates=6000, max_tokens=4000, embed_dim=256, encoder_hidden=256,
-                     decoder_hidden=512, dropout=0.3, lr=0.001),
+    "synthetic": dict(updates=300, epochs=None, max_tokens=2000, embed_dim=64,
+                      encoder_hidden=64, decoder_hidden=128, dropout=0.1, lr=0.003,
+                      clip_norm=1.0, label_smoothing=0.1),
+    "multi30k": dict(updates=None, epochs=12, max_tokens=4000, embed_dim=256,
+                     encoder_hidden=256, decoder_hidden=512, dropout=0.3, lr=0.002,
+                     clip_norm=5.0, label_smoothing=0.1),
 }
-LABEL_SMOOTHING = ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"]
+DEFAULT_METHODS = {
+    "synthetic": "all",
+    "multi30k": ",".join([
+        "attentional_rnn", "sdatt_double_syntax", "lookahead_concat", "sa_nmt_hard",
+        "sa_nmt_shared", "tree2seq", "tree2seq+length_prior",
+        "attentional_rnn+supervised_attention"]),
+}
+# beam search of every decode (the test splits and the decode-only variants)
+DECODING = ["--beam", "5", "--batch-size", "64", "--max-len-a", "1.5", "--max-len-b", "10",
+            "--post-process", "sentencepiece"]
 
 
 @dataclass
@@ -72,30 +107,46 @@ class Method:
 
     key: str
     arch: str
-    criterion: List[str] = field(default_factory=lambda: list(LABEL_SMOOTHING))
+    criterion: str = "label_smoothed_cross_entropy"
     # decode-only variants sharing this run's checkpoint: (key, extra generate args)
     variants: List[tuple] = field(default_factory=list)
 
 
 @dataclass
 class Row:
-    """Measured scores of one method (None: not measured)."""
+    """Measured scores of one run of one method (None: not measured). Fields without a
+    prefix are of the test split, ``gen_`` of the synthetic generalisation split;
+    accuracies, BLEU, chrF, RIBES, AER, P, R, DA, UA in %."""
 
     key: str
     arch: str
+    seed: int = 1
     bleu: Optional[float] = None
-    bleu_signature: str = ""
+    chrf: Optional[float] = None
     ribes: Optional[float] = None
     agreement: Optional[float] = None
     agreement_counts: str = ""
+    agreement_long: Optional[float] = None
+    agreement_long_counts: str = ""
+    gen_bleu: Optional[float] = None
+    gen_chrf: Optional[float] = None
+    gen_ribes: Optional[float] = None
+    gen_agreement: Optional[float] = None
+    gen_agreement_counts: str = ""
+    gen_agreement_long: Optional[float] = None
+    gen_agreement_long_counts: str = ""
+    bleu_signature: str = ""
+    chrf_signature: str = ""
     aer: Optional[float] = None
     precision: Optional[float] = None
     recall: Optional[float] = None
     da: Optional[float] = None
     ua: Optional[float] = None
     baselines: Dict[str, float] = field(default_factory=dict)
-    train_seconds: Optional[float] = None
+    valid_ppl: Optional[float] = None
+    train_epochs: Optional[int] = None
     train_updates: Optional[int] = None
+    train_seconds: Optional[float] = None
     error: str = ""
 
 
@@ -112,11 +163,15 @@ def all_methods() -> List[Method]:
         if m.arch == "tree2seq":
             m.variants.append(("tree2seq+length_prior", ["--length-prior"]))
     methods[1:1] = [
-        Method(f"{BACKBONE}+supervised_attention", BACKBONE,
-               ["--criterion", "supervised_attention_cross_entropy", "--label-smoothing", "0.1"]),
-        Method(f"{BACKBONE}+blackout", BACKBONE, ["--criterion", "blackout"]),
+        Method(f"{BACKBONE}+supervised_attention", BACKBONE, "supervised_attention_cross_entropy"),
+        Method(f"{BACKBONE}+blackout", BACKBONE, "blackout"),
     ]
     return methods
+
+
+def method_keys(methods: Sequence[Method]) -> List[str]:
+    """The table's keys of ``methods``: each method, then its decode-only variants."""
+    return [k for m in methods for k in [m.key, *(v[0] for v in m.variants)]]
 
 
 def select_methods(spec: str) -> List[Method]:
@@ -125,7 +180,7 @@ def select_methods(spec: str) -> List[Method]:
     if spec == "all":
         return methods
     wanted = [s.strip() for s in spec.split(",") if s.strip()]
-    known = {m.key for m in methods} | {k for m in methods for k, _ in m.variants}
+    known = set(method_keys(methods))
     unknown = [w for w in wanted if w not in known]
     if unknown:
         raise SystemExit(f"fairseq-syntax-experiment: error: unknown methods {unknown}; "
@@ -137,6 +192,15 @@ def select_methods(spec: str) -> List[Method]:
             m.variants = variants
             chosen.append(m)
     return chosen
+
+
+def file_key(key: str) -> str:
+    """``key`` as a file name part: every run of non-word characters as ``_``."""
+    return re.sub(r"\W+", "_", key)
+
+
+def record_path(results_dir: str, key: str, seed: int) -> str:
+    return os.path.join(results_dir, f"{file_key(key)}.seed{seed}.json")
 
 
 # ---------------------------------------------------------------------------------------
@@ -172,6 +236,11 @@ def run_tool(cmd: Sequence[str], log_path: str, env, stdout_path: Optional[str] 
     return text
 
 
+def shown(cmd: Sequence[str]) -> str:
+    """``cmd`` as a shell line, the plugin's folder as a reader's shell finds it."""
+    return shlex.join(map(str, cmd)).replace(shlex.quote(user_dir()), USER_DIR_SHELL)
+
+
 def read_lines(path: str) -> List[str]:
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f]
@@ -180,6 +249,25 @@ def read_lines(path: str) -> List[str]:
 def write_lines(path: str, lines: Sequence[str]) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in lines))
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to a temporary file next to ``path``, then rename it over ``path``:
+    a reader (or a killed run) never sees half a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def hypotheses_of(generate_out: str) -> List[str]:
@@ -192,17 +280,30 @@ def hypotheses_of(generate_out: str) -> List[str]:
     return [hyps[i] for i in sorted(hyps)]
 
 
-def sacrebleu_json(ref: str, hyp: str, log: str, env) -> dict:
-    text = run_tool(["sacrebleu", ref, "-i", hyp, "-m", "bleu", "-w", "2", "-f", "json"], log, env)
-    return json.loads(text)
-
-
-def ribes_of(ref_tokens: str, hyp_tokens: str) -> float:
+def ribes_of(refs: Sequence[str], hyps: Sequence[str]) -> float:
     from fairseq_syntax.syntax.ribes import corpus_ribes
 
-    refs = [line.split() for line in read_lines(ref_tokens)]
-    hyps = [line.split() for line in read_lines(hyp_tokens)]
-    return 100.0 * corpus_ribes([refs], hyps)
+    return 100.0 * corpus_ribes([[r.split() for r in refs]], [h.split() for h in hyps])
+
+
+def read_train_log(path: str) -> dict:
+    """The last validation perplexity (and its epoch) and the last update number of the
+    JSON lines of fairseq-train's ``--log-format json --log-file`` (other lines skipped)."""
+    out = {"valid_ppl": None, "train_epochs": None, "train_updates": None}
+    for line in read_lines(path):
+        if not line.startswith("{"):
+            continue
+        try:
+            stats = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the config dict fairseq logs first (Python repr, not JSON)
+        if "valid_ppl" in stats:
+            out["valid_ppl"] = float(stats["valid_ppl"])
+            out["train_epochs"] = int(stats["epoch"])
+        for name in ("num_updates", "train_num_updates", "valid_num_updates"):
+            if name in stats:
+                out["train_updates"] = int(float(stats[name]))
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -211,46 +312,95 @@ def ribes_of(ref_tokens: str, hyp_tokens: str) -> float:
 
 
 @dataclass
+class Split:
+    """One decoded split: fairseq's subset name and its reference files."""
+
+    subset: str         # the data-bin's name (test, test1)
+    ref_detok: str      # references for BLEU / chrF (raw text)
+    ref_tok: str        # references tokenised like the hypotheses (RIBES)
+    source_trees: str   # gold/spaCy trees of the source (CoNLL-U)
+
+
+@dataclass
 class Corpus:
-    """Where a corpus's data-bin and its test-side reference files are."""
+    """Where a corpus's data-bin and its reference files are. ``splits``: ``test`` and,
+    on the synthetic corpus, ``gen`` (row fields ``gen_*``)."""
 
     name: str
     databin: str
-    ref_detok: str      # references for BLEU (raw text)
-    ref_tok: str        # references tokenised like the hypotheses (RIBES)
-    gold_trees: str     # gold/spaCy trees of the test source (CoNLL-U)
+    splits: Dict[str, Split]
     gold_align: Optional[str] = None  # gold test alignments (synthetic only)
     glue_table: Optional[str] = None  # German detokeniser table (Multi30k)
-    description: str = ""
+
+
+def synthetic_raw_dir(args) -> Optional[str]:
+    return args.raw or (os.path.join(args.workdir, "raw") if args.workdir else None)
+
+
+def corpus_description(args) -> str:
+    """The corpus as the settings record it (no machine paths). Synthetic: the generator's
+    seed and sizes, or the sizes of the files given with ``--raw``."""
+    if args.corpus == "multi30k":
+        return ("Multi30k task 1 En→De (`examples/multi30k/prepare.sh`: spaCy tokens, "
+                "en_core_web_sm parses, eflomal alignments), test_2016_flickr")
+    if args.raw:
+        sizes = [len(read_lines(p)) if os.path.exists(p) else 0
+                 for p in (os.path.join(args.raw, f"{s}.vf")
+                           for s in ("train", "valid", "test", "gen"))]
+        if args.data_bin and not os.path.exists(os.path.join(args.data_bin,
+                                                             "test1.en-vf.en.bin")):
+            sizes[3] = 0  # a given data-bin without the gen split: gen is not decoded
+        origin = "files given with --raw"
+    else:
+        sizes = [args.train_size, args.valid_size, args.test_size, args.gen_size]
+        origin = f"`fairseq-syntax-synthetic --seed {args.corpus_seed}`"
+    vocab = "" if args.data_bin else f", sentencepiece vocabulary {args.vocab_size}"
+    return (f"synthetic en→vf corpus ({origin}), {'/'.join(map(str, sizes))} "
+            f"train/valid/test/gen pairs{vocab}, gold trees and alignments")
 
 
 def prepare_synthetic(args) -> Corpus:
-    """Generate and preprocess the synthetic corpus (or take ``--data-bin`` and ``--raw``)."""
-    raw = args.raw or os.path.join(args.workdir, "raw")
+    """Generate and preprocess the synthetic corpus (or take ``--data-bin`` and ``--raw``).
+
+    A corpus this command generated earlier in ``--workdir`` is reused when it was made
+    with the same seed, sizes and vocabulary (``WORKDIR/corpus.json``), else made again."""
+    raw = synthetic_raw_dir(args)
     databin = args.data_bin or os.path.join(args.workdir, "data-bin")
     env = tool_env(None)
     log = os.path.join(args.workdir, "prepare.log")
-    if not args.data_bin and not os.path.exists(os.path.join(databin, "syntax_manifest.json")):
-        if not args.raw:
-            run_tool(["fairseq-syntax-synthetic", "--out", raw, "--seed", str(args.corpus_seed),
-                      "--train", str(args.train_size), "--valid", str(args.valid_size),
-                      "--test", str(args.test_size)], log, env)
-        run_tool(["fairseq-syntax-preprocess", "--source-lang", "en", "--target-lang", "vf",
-                  "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid",
-                  "--testpref", f"{raw}/test", "--align-suffix", "align",
-                  "--vocab-size", str(args.vocab_size), "--destdir", databin,
-                  "--workers", "1", "--force"], log, env)
+    if not args.data_bin:
+        stamp_path = os.path.join(args.workdir, "corpus.json")
+        stamp = dict(seed=args.corpus_seed, train=args.train_size, valid=args.valid_size,
+                     test=args.test_size, gen=args.gen_size, vocab_size=args.vocab_size,
+                     raw=None if not args.raw else os.path.abspath(args.raw))
+        old = json.load(open(stamp_path)) if os.path.exists(stamp_path) else None
+        if old != stamp or not os.path.exists(os.path.join(databin, "syntax_manifest.json")):
+            if not args.raw:
+                shutil.rmtree(raw, ignore_errors=True)  # WORKDIR/raw: no stale gen files
+                run_tool(["fairseq-syntax-synthetic", "--out", raw, "--seed",
+                          str(args.corpus_seed), "--train", str(args.train_size),
+                          "--valid", str(args.valid_size), "--test", str(args.test_size),
+                          "--gen", str(args.gen_size)], log, env)
+            tests = f"{raw}/test" + (f",{raw}/gen" if os.path.exists(f"{raw}/gen.vf") else "")
+            run_tool(["fairseq-syntax-preprocess", "--source-lang", "en", "--target-lang", "vf",
+                      "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid",
+                      "--testpref", tests, "--align-suffix", "align",
+                      "--vocab-size", str(args.vocab_size), "--destdir", databin,
+                      "--workers", "1", "--force"], log, env)
+            write_atomically(stamp_path, json.dumps(stamp, indent=1) + "\n")
     for name in ("test.vf", "test.align", "test.en.conllu"):
         if not os.path.exists(os.path.join(raw, name)):
             raise SystemExit(f"fairseq-syntax-experiment: error: {raw}/{name} is missing "
                              "(--raw must be the folder fairseq-syntax-synthetic wrote)")
-    sizes = [len(read_lines(os.path.join(raw, f"{s}.vf"))) for s in ("train", "valid", "test")]
-    desc = (f"synthetic en→vf corpus (`fairseq-syntax-synthetic`), "
-            f"{sizes[0]}/{sizes[1]}/{sizes[2]} train/valid/test pairs, gold trees and "
-            f"alignments; data-bin `{databin}`")
-    ref = os.path.join(raw, "test.vf")
-    return Corpus("synthetic", databin, ref, ref, os.path.join(raw, "test.en.conllu"),
-                  gold_align=os.path.join(raw, "test.align"), description=desc)
+    splits = {"test": Split("test", f"{raw}/test.vf", f"{raw}/test.vf", f"{raw}/test.en.conllu")}
+    # the generalisation split, where the data-bin has it as its second test split
+    if os.path.exists(f"{raw}/gen.vf") and os.path.exists(
+            os.path.join(databin, "test1.en-vf.en.bin")):
+        splits["gen"] = Split("test1", f"{raw}/gen.vf", f"{raw}/gen.vf", f"{raw}/gen.en.conllu")
+    else:
+        print("fairseq-syntax-experiment: note: no gen split (raw gen.vf and the data-bin's "
+              "test1), gen columns stay empty", file=sys.stderr)
+    return Corpus("synthetic", databin, splits, gold_align=os.path.join(raw, "test.align"))
 
 
 def prepare_multi30k(args) -> Corpus:
@@ -262,34 +412,44 @@ def prepare_multi30k(args) -> Corpus:
     dest = args.multi30k_dir or os.path.dirname(os.path.abspath(args.data_bin))
     files = dict(ref_detok=os.path.join(dest, "raw", "test_2016_flickr.de"),
                  ref_tok=os.path.join(dest, "tok", "test_2016_flickr.de"),
-                 gold_trees=os.path.join(dest, "tok", "test_2016_flickr.en.conllu"),
+                 source_trees=os.path.join(dest, "tok", "test_2016_flickr.en.conllu"),
                  glue_table=os.path.join(dest, "tok", "glue.de.json"))
     for path in files.values():
         if not os.path.exists(path):
             raise SystemExit(f"fairseq-syntax-experiment: error: {path} is missing (run "
                              "examples/multi30k/prepare.sh, or give --multi30k-dir)")
-    desc = (f"Multi30k task 1 En→De (`examples/multi30k/prepare.sh`: spaCy tokens, "
-            f"en_core_web_sm parses, eflomal alignments), test_2016_flickr; data-bin "
-            f"`{args.data_bin}`")
-    return Corpus("multi30k", args.data_bin, description=desc, **files)
+    glue = files.pop("glue_table")
+    return Corpus("multi30k", args.data_bin, {"test": Split("test", **files)}, glue_table=glue)
 
 
 # ---------------------------------------------------------------------------------------
-# one method
+# one run
 # ---------------------------------------------------------------------------------------
 
 
-def train_command(method: Method, corpus: Corpus, args, save: str) -> List[str]:
+def criterion_args(method: Method, args) -> List[str]:
+    smoothing = [] if method.criterion == "blackout" else \
+        ["--label-smoothing", str(args.label_smoothing)]
+    return ["--criterion", method.criterion, *smoothing]
+
+
+def budget_args(args) -> List[str]:
+    return ([*(["--max-update", str(args.updates)] if args.updates else []),
+             *(["--max-epoch", str(args.epochs)] if args.epochs else []),
+             *(["--stop-time-hours", str(args.max_minutes / 60)] if args.max_minutes else [])])
+
+
+def train_command(method: Method, corpus: Corpus, args, save: str, seed: int) -> List[str]:
+    interval = max(1, args.updates // 10) if args.updates else 100
     return [
         "fairseq-train", corpus.databin, "--user-dir", user_dir(), "--task", "syntax_translation",
-        "--arch", method.arch, *method.criterion, *size_args(args),
-        "--optimizer", "adam", "--lr", str(args.lr), "--clip-norm", "1.0",
-        "--max-tokens", str(args.max_tokens), "--max-update", str(args.updates),
-        *(["--stop-time-hours", str(args.max_minutes / 60)] if args.max_minutes else []),
-        "--seed", "1", "--num-workers", "0", "--disable-validation",
+        "--arch", method.arch, *criterion_args(method, args), *size_args(args),
+        "--optimizer", "adam", "--lr", str(args.lr), "--clip-norm", str(args.clip_norm),
+        "--max-tokens", str(args.max_tokens), *budget_args(args),
+        "--seed", str(seed), "--num-workers", "0",
         "--save-dir", save, "--no-epoch-checkpoints", "--no-progress-bar",
-        "--log-format", "simple", "--log-interval", str(max(1, args.updates // 10)),
-        *device_args(args),
+        "--log-format", "json", "--log-file", os.path.join(save, "train.log.jsonl"),
+        "--log-interval", str(interval), *device_args(args),
     ]
 
 
@@ -304,82 +464,154 @@ def device_args(args) -> List[str]:
     return [] if args.gpu else ["--cpu"]
 
 
-def generate_command(corpus: Corpus, ckpt: str, args, extra=()) -> List[str]:
+def generate_command(corpus: Corpus, ckpt: str, args, subset: str = "test",
+                     extra=()) -> List[str]:
     return ["fairseq-generate", corpus.databin, "--user-dir", user_dir(),
-            "--task", "syntax_translation", "--path", ckpt, "--gen-subset", "test",
-            "--beam", "5", "--batch-size", "64", "--max-len-a", "1.5", "--max-len-b", "10",
-            "--post-process", "sentencepiece", *device_args(args), *extra]
+            "--task", "syntax_translation", "--path", ckpt, "--gen-subset", subset,
+            *DECODING, *device_args(args), *extra]
 
 
-def score_translations(row: Row, corpus: Corpus, args, gen_out: str, prefix: str, log: str, env):
-    """BLEU, RIBES (and agreement) of the ``H-`` lines of ``gen_out``."""
-    hyp_tok = prefix + ".hyp.tok"
-    write_lines(hyp_tok, hypotheses_of(gen_out))
-    hyp = hyp_tok
+def run_settings(method: Method, key: str, args, description: str) -> dict:
+    """Everything that defines the run of ``key`` (a method or one of its decode-only
+    variants) but its seed: two runs with equal settings differ only by the seed."""
+    extra = next((e for k, e in method.variants if k == key), [])
+    return {
+        "corpus": args.corpus,
+        "corpus_description": description,
+        "method": key,
+        "arch": method.arch,
+        "criterion": criterion_args(method, args),
+        "label_smoothing": None if method.criterion == "blackout" else args.label_smoothing,
+        "embed_dim": args.embed_dim,
+        "encoder_hidden": args.encoder_hidden,
+        "decoder_hidden": args.decoder_hidden,
+        "dropout": args.dropout,
+        "optimizer": "adam",
+        "lr": args.lr,
+        "clip_norm": args.clip_norm,
+        "max_tokens": args.max_tokens,
+        "updates": args.updates,
+        "epochs": args.epochs,
+        "max_minutes": args.max_minutes or None,
+        "checkpoint": "last",
+        "decoding": [*DECODING, *extra],
+    }
+
+
+def score_split(row: Row, prefix: str, corpus: Corpus, split: Split, gen_out: str,
+                out_prefix: str, log: str, env) -> None:
+    """BLEU, chrF, RIBES (and agreement) of the ``H-`` lines of ``gen_out`` into the
+    ``prefix`` fields of ``row``."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    hyps_tok = hypotheses_of(gen_out)
+    hyp_tok = out_prefix + ".hyp.tok"
+    write_lines(hyp_tok, hyps_tok)
+    hyps = hyps_tok
     if corpus.glue_table:  # Multi30k: German spaCy tokens -> text, like train.sh
-        hyp = prefix + ".hyp"
+        hyp = out_prefix + ".hyp"
         run_tool([sys.executable, os.path.join(REPO, "examples", "multi30k", "spacy_text.py"),
                   "detokenize", "--glue-table", corpus.glue_table, hyp_tok, hyp], log, env)
-    bleu = sacrebleu_json(corpus.ref_detok, hyp, log, env)
-    row.bleu, row.bleu_signature = float(bleu["score"]), bleu["signature"]
-    row.ribes = ribes_of(corpus.ref_tok, hyp_tok)
+        hyps = read_lines(hyp)
+    refs = read_lines(split.ref_detok)
+    if len(hyps) != len(refs):
+        raise RuntimeError(f"{len(hyps)} translations of {split.subset} but {len(refs)} "
+                           f"references in {split.ref_detok} (see {gen_out})")
+    bleu, chrf = BLEU(), CHRF()
+    setattr(row, prefix + "bleu", bleu.corpus_score(hyps, [refs]).score)
+    setattr(row, prefix + "chrf", chrf.corpus_score(hyps, [refs]).score)
+    row.bleu_signature, row.chrf_signature = str(bleu.get_signature()), str(chrf.get_signature())
+    setattr(row, prefix + "ribes", ribes_of(read_lines(split.ref_tok), hyps_tok))
     if corpus.name == "synthetic":
-        text = run_tool(["fairseq-syntax-score-agreement", "--hyp", hyp_tok,
-                         "--ref", corpus.ref_detok], log, env)
-        m = re.search(r"agreement accuracy: ([\d.]+) \((\d+)/(\d+)\)", text)
-        row.agreement = 100.0 * int(m.group(2)) / int(m.group(3))
-        row.agreement_counts = f"{m.group(2)}/{m.group(3)}"
+        from fairseq_syntax.data.synthetic_corpus import agreement_report
+        from fairseq_syntax.syntax.conllu_io import read_conllu_trees
+
+        report = agreement_report(hyps_tok, refs, read_conllu_trees(split.source_trees))
+        setattr(row, prefix + "agreement", report.accuracy)
+        setattr(row, prefix + "agreement_counts", f"{report.correct}/{report.total}")
+        setattr(row, prefix + "agreement_long",
+                report.long_distance_accuracy if report.long_distance_total else None)
+        setattr(row, prefix + "agreement_long_counts",
+                f"{report.long_distance_correct}/{report.long_distance_total}")
 
 
-def run_method(method: Method, corpus: Corpus, args, env) -> List[Row]:
-    """Train one method, decode and score; returns its row and its variants' rows."""
-    name = re.sub(r"\W+", "_", method.key)
-    save = os.path.join(args.workdir, "runs", name)
-    os.makedirs(save, exist_ok=True)
+def score_alignments(generate_out: str, gold: str) -> dict:
+    from fairseq_syntax.cli.score_alignments import get_parser, score
+
+    return score(get_parser().parse_args(["--generate", generate_out, "--gold", gold]))
+
+
+def run_dir(args, key: str, seed: int) -> str:
+    return os.path.join(args.workdir, "runs", file_key(key), f"seed{seed}")
+
+
+def decode_and_score(row: Row, corpus: Corpus, ckpt: str, args, save: str, name: str,
+                     extra, log: str, env, commands: dict) -> None:
+    """Beam search on every split of ``corpus`` and its scores into ``row``."""
+    for split_name, split in corpus.splits.items():
+        prefix = "" if split_name == "test" else split_name + "_"
+        out = os.path.join(save, f"generate.{split_name}{name}.out")
+        cmd = generate_command(corpus, ckpt, args, split.subset, extra)
+        commands[f"generate_{split_name}"] = shown(cmd)
+        run_tool(cmd, log, env, stdout_path=out)
+        score_split(row, prefix, corpus, split, out, os.path.join(save, f"{split_name}{name}"),
+                    log, env)
+
+
+def run_method(method: Method, seed: int, corpus: Corpus, args, env
+               ) -> List[Tuple[Row, dict, float]]:
+    """Train one method with one seed, decode and score; returns (row, command lines, wall
+    seconds) of the method and of each of its variants. The run's folder starts empty."""
+    save = run_dir(args, method.key, seed)
+    shutil.rmtree(save, ignore_errors=True)  # never resume another run's checkpoint
+    os.makedirs(save)
     log = os.path.join(save, "log.txt")
     open(log, "w").close()
-    row = Row(method.key, method.arch)
-    rows = [row]
+    start = time.time()
+    row = Row(method.key, method.arch, seed)
+    commands: dict = {}
+    results = [(row, commands, 0.0)]
     ckpt = os.path.join(save, "checkpoint_last.pt")
     try:
-        start = time.time()
-        text = run_tool(train_command(method, corpus, args, save), log, env,
-                        stdout_path=os.path.join(save, "train.out"))
-        row.train_seconds = time.time() - start
-        updates = re.findall(r"num_updates[ =](\d+)", text)
-        row.train_updates = int(updates[-1]) if updates else None
-        gen_out = os.path.join(save, "generate.test.out")
-        run_tool(generate_command(corpus, ckpt, args), log, env, stdout_path=gen_out)
-        score_translations(row, corpus, args, gen_out, os.path.join(save, "test"), log, env)
+        cmd = train_command(method, corpus, args, save, seed)
+        commands["train"] = shown(cmd)
+        run_tool(cmd, log, env, stdout_path=os.path.join(save, "train.out"))
+        row.train_seconds = round(time.time() - start, 1)
+        for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
+            setattr(row, name, value)
+        decode_and_score(row, corpus, ckpt, args, save, "", [], log, env, commands)
         if corpus.gold_align:  # attention of the force-decoded reference vs gold alignments
             align_out = os.path.join(save, "generate.align.out")
-            run_tool(["fairseq-generate", corpus.databin, "--user-dir", user_dir(),
-                      "--task", "syntax_translation", "--path", ckpt, "--gen-subset", "test",
-                      "--beam", "1", "--prefix-size", "1024", "--print-alignment", "soft",
-                      "--batch-size", "32", *device_args(args)], log, env, stdout_path=align_out)
-            scores = json.loads(run_tool(
-                ["fairseq-syntax-score-alignments", "--generate", align_out,
-                 "--gold", corpus.gold_align, "--json"], log, env))
+            cmd = ["fairseq-generate", corpus.databin, "--user-dir", user_dir(),
+                   "--task", "syntax_translation", "--path", ckpt, "--gen-subset", "test",
+                   "--beam", "1", "--prefix-size", "1024", "--print-alignment", "soft",
+                   "--batch-size", "32", *device_args(args)]
+            commands["align"] = shown(cmd)
+            run_tool(cmd, log, env, stdout_path=align_out)
+            scores = score_alignments(align_out, corpus.gold_align)
             row.aer, row.precision, row.recall = (100.0 * scores[k] for k in
                                                   ("aer", "precision", "recall"))
         if method.arch.startswith(TREE_INDUCING):
-            text = run_tool(["fairseq-syntax-induced-trees", corpus.databin, "--path", ckpt,
-                             "--gen-subset", "test", "--gold", corpus.gold_trees,
-                             "--output", os.path.join(save, "induced.test.conllu"),
-                             *device_args(args)], log, env)
-            parse_induced(row, text)
+            cmd = ["fairseq-syntax-induced-trees", corpus.databin, "--path", ckpt,
+                   "--gen-subset", "test", "--gold", corpus.splits["test"].source_trees,
+                   "--output", os.path.join(save, "induced.test.conllu"), *device_args(args)]
+            commands["induced_trees"] = shown(cmd)
+            parse_induced(row, run_tool(cmd, log, env))
+        results[0] = (row, commands, time.time() - start)
         for key, extra in method.variants:
-            variant = Row(key, method.arch, train_updates=row.train_updates)  # decode only
-            rows.append(variant)
-            vname = re.sub(r"\W+", "_", key)
-            out = os.path.join(save, f"generate.test.{vname}.out")
-            run_tool(generate_command(corpus, ckpt, args, extra), log, env, stdout_path=out)
-            score_translations(variant, corpus, args, out, os.path.join(save, f"test.{vname}"),
-                               log, env)
-    except Exception as err:  # noqa: BLE001 - one failed method must not stop the others
-        rows[-1].error = str(err) if isinstance(err, RuntimeError) else \
+            t0 = time.time()
+            variant = Row(key, method.arch, seed, valid_ppl=row.valid_ppl,  # decode only
+                          train_epochs=row.train_epochs, train_updates=row.train_updates,
+                          train_seconds=row.train_seconds)
+            vcommands = {"train": commands["train"]}
+            results.append((variant, vcommands, 0.0))
+            decode_and_score(variant, corpus, ckpt, args, save, "." + file_key(key), extra,
+                             log, env, vcommands)
+            results[-1] = (variant, vcommands, row.train_seconds + time.time() - t0)
+    except Exception as err:  # noqa: BLE001 - one failed run must not stop the others
+        results[-1][0].error = str(err) if isinstance(err, RuntimeError) else \
             f"{type(err).__name__}: {err} (see {log})"
-    return rows
+    return results
 
 
 def parse_induced(row: Row, text: str) -> None:
@@ -393,103 +625,334 @@ def parse_induced(row: Row, text: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------
+# run records (one JSON file per finished run)
+# ---------------------------------------------------------------------------------------
+
+
+def _version(*dists: str) -> Optional[str]:
+    from importlib import metadata
+
+    for dist in dists:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _cpu_model() -> Optional[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def host_facts(args, threads: Optional[int]) -> dict:
+    """Facts about the machine and the software a run was measured with."""
+    device = "cpu"
+    if args.gpu:
+        import torch
+
+        device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "gpu"
+    return {
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpus": os.cpu_count(),
+        "device": device,
+        "threads_per_process": threads,
+        "jobs": args.jobs,
+        "python": platform.python_version(),
+        "torch": _version("torch"),
+        "fairseq": _version("fairseq-fixed", "fairseq"),
+        "sacrebleu": _version("sacrebleu"),
+    }
+
+
+def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, host: dict,
+               save: str, databin: str, command: str) -> dict:
+    """The JSON record of one finished run. Keys: ``format``, ``method``, ``seed``,
+    ``settings`` (:func:`run_settings`; compared to skip a run and to choose the runs of
+    the table), ``scores`` (the fields of :class:`Row` but ``key``/``arch``/``seed``/
+    ``error``), ``commands`` (train, generate_test, generate_gen, align, induced_trees: the
+    ones that ran, the plugin's folder as ``"$(fairseq-syntax-user-dir)"``),
+    ``wall_seconds`` (training, decoding and scoring), ``date`` (UTC, when it finished),
+    ``host`` (:func:`host_facts`), ``run_dir`` (logs, checkpoint and outputs),
+    ``data_bin``, and ``experiment_command`` (the invocation that ran it)."""
+    scores = {k: v for k, v in asdict(row).items() if k not in ("key", "arch", "seed", "error")}
+    return {
+        "format": RECORD_FORMAT,
+        "method": row.key,
+        "seed": row.seed,
+        "settings": settings,
+        "scores": scores,
+        "commands": commands,
+        "wall_seconds": round(wall_seconds, 1),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": host,
+        "run_dir": save,
+        "data_bin": databin,
+        "experiment_command": command,
+    }
+
+
+def write_record(path: str, record: dict) -> None:
+    write_atomically(path, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+
+
+def read_record(path: str) -> Optional[dict]:
+    """The record in ``path``, or None when it is missing or not a run record."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or not all(
+            k in record for k in ("method", "seed", "settings", "scores")):
+        return None
+    return record
+
+
+def read_records(results_dir: str) -> List[dict]:
+    """Every run record in ``results_dir`` (other files are skipped with a note)."""
+    records = []
+    if not os.path.isdir(results_dir):
+        return records
+    for name in sorted(os.listdir(results_dir)):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        record = read_record(os.path.join(results_dir, name))
+        if record is None:
+            print(f"fairseq-syntax-experiment: note: {results_dir}/{name} is not a run record, "
+                  "skipped", file=sys.stderr)
+        else:
+            records.append(record)
+    return records
+
+
+# ---------------------------------------------------------------------------------------
 # Markdown
 # ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Stat:
+    """Mean and sample standard deviation (ddof=1; None under 2 values) of one score."""
+
+    mean: Optional[float]
+    sd: Optional[float]
+    n: int
+
+    @staticmethod
+    def of(values: Sequence[Optional[float]]) -> "Stat":
+        import numpy as np
+
+        values = [float(v) for v in values if v is not None]
+        if not values:
+            return Stat(None, None, 0)
+        sd = float(np.std(values, ddof=1)) if len(values) >= 2 else None
+        return Stat(float(np.mean(values)), sd, len(values))
+
+
+def differs(stat: Stat, base: Optional[Stat]) -> bool:
+    """True when ``stat``'s mean is more than 2 standard deviations (the larger of the two)
+    from ``base``'s; only when both have at least 2 seeds."""
+    if base is None or stat.sd is None or base.sd is None:
+        return False
+    return abs(stat.mean - base.mean) > 2 * max(stat.sd, base.sd)
+
+
+def fmt_stat(stat: Stat, digits: int, base: Optional[Stat] = None) -> str:
+    if stat.mean is None:
+        return "–"
+    text = f"{stat.mean:.{digits}f}" + ("" if stat.sd is None else f" ± {stat.sd:.{digits}f}")
+    return f"**{text}**" if differs(stat, base) else text
 
 
 def fmt(value: Optional[float], digits: int = 2) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-def section_markdown(corpus: Corpus, rows: List[Row], args, command: str, minutes: float) -> str:
-    synthetic = corpus.name == "synthetic"
+# table columns per corpus: (header, score names joined by " / " in one cell, digits)
+COLUMNS = {
+    "synthetic": [
+        ("BLEU", ["bleu"], 2), ("agreement", ["agreement"], 2),
+        ("long-dist. agr.", ["agreement_long"], 2), ("gen BLEU", ["gen_bleu"], 2),
+        ("gen agreement", ["gen_agreement"], 2), ("gen long-dist. agr.", ["gen_agreement_long"], 2),
+        ("AER", ["aer"], 2), ("DA / UA", ["da", "ua"], 1), ("valid ppl", ["valid_ppl"], 2),
+    ],
+    "multi30k": [
+        ("BLEU", ["bleu"], 2), ("chrF", ["chrf"], 2), ("RIBES", ["ribes"], 2),
+        ("valid ppl", ["valid_ppl"], 2), ("DA / UA", ["da", "ua"], 1),
+    ],
+}
+
+
+def table_records(records: Sequence[dict], args, description: str
+                  ) -> Dict[str, List[dict]]:
+    """The records whose settings equal what this invocation would run for their method,
+    per method key, in seed order."""
+    expected = {}
+    for m in all_methods():
+        for key in method_keys([m]):
+            expected[key] = run_settings(m, key, args, description)
+    chosen: Dict[str, Dict[int, dict]] = {}
+    for r in records:
+        if r["method"] in expected and r["settings"] == expected[r["method"]]:
+            old = chosen.setdefault(r["method"], {}).get(int(r["seed"]))
+            if old is None or str(r.get("date", "")) > str(old.get("date", "")):
+                chosen[r["method"]][int(r["seed"])] = r
+    return {k: [v[s] for s in sorted(v)] for k, v in chosen.items()}
+
+
+def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, List[dict]],
+                     args, description: str, failures: Sequence[str] = ()) -> str:
+    """The corpus section: the rows of ``keys`` (selected methods, ``not run yet`` without
+    records) and of every other method with records, in the plugin's order."""
+    synthetic = corpus_name == "synthetic"
     title = "Synthetic corpus (en → vf)" if synthetic else "Multi30k En → De (test_2016_flickr)"
-    backbone = next((r for r in rows if r.key == BACKBONE), rows[0])
-    device = "GPU" if args.gpu else f"CPU ({os.cpu_count()} cores)"
+    order = method_keys(all_methods())
+    rows = [k for k in order if k in keys or k in by_key]
+    runs = [r for k in rows for r in by_key.get(k, [])]
+    dates = sorted(str(r.get("date", ""))[:10] for r in runs)
+    hosts = sorted({"{} ({})".format((r.get("host") or {}).get("cpu") or "?",
+                                     (r.get("host") or {}).get("device") or "?") for r in runs})
+    commands = []
+    for r in sorted(runs, key=lambda r: str(r.get("date", ""))):
+        c = r.get("experiment_command")
+        if c and c not in commands:
+            commands.append(c)
+    results_dir = args.results_dir
     lines = [
         f"## {title}",
         "",
-        f"Written by `fairseq-syntax-experiment` on {datetime.date.today().isoformat()} "
-        f"({minutes:.0f} min wall, {device}, {args.jobs} run(s) at a time, "
-        f"Python {platform.python_version()}). Command:",
+        f"Rendered by `fairseq-syntax-experiment` on {datetime.date.today().isoformat()} from "
+        f"the {len(runs)} run records (one JSON file per method and seed) in "
+        f"`{results_dir}` whose settings are the ones below"
+        + (f"; runs finished {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
+           + f", {sum(float(r.get('wall_seconds') or 0) for r in runs) / 60:.0f} min of run "
+           f"wall time in all, on {'; '.join(hosts)}" if runs else "")
+        + ". Rerunning a command skips the runs that have a record, so more `--seeds` or "
+        "the open rows can be added in later sessions"
+        + (". Command(s) of the runs:" if commands else "."),
         "",
-        "```bash",
-        command,
-        "```",
-        "",
-        f"* Data: {corpus.description}.",
-        f"* Same budget and sizes for every method: {args.updates} updates of at most "
-        f"{args.max_tokens} tokens"
+    ]
+    if commands:
+        lines += ["```bash", *commands, "```", ""]
+    budget = " and ".join(
+        [*([f"{args.updates} updates"] if args.updates else []),
+         *([f"{args.epochs} epochs"] if args.epochs else [])])
+    lines += [
+        f"* Data: {description}.",
+        f"* Same budget and sizes for every method: {budget} of at most {args.max_tokens} "
+        "tokens"
         + (f" (or {args.max_minutes} min, whichever first)" if args.max_minutes else "")
         + f", embeddings {args.embed_dim}, BiLSTM encoder 2 × {args.encoder_hidden}, decoder "
-        f"LSTM {args.decoder_hidden}, dropout {args.dropout}, Adam lr {args.lr}, clip-norm 1.0, "
-        "label smoothing 0.1 (BlackOut: none), seed 1, last checkpoint.",
-        "* Training command of the backbone (other methods change `--arch` or `--criterion`):",
-        "",
-        "```bash",
-        # the plugin's folder as a reader's shell finds it, not this machine's path
-        shlex.join(train_command(Method(BACKBONE, BACKBONE), corpus, args,
-                                 os.path.join(args.workdir, "runs", BACKBONE))).replace(
-            shlex.quote(user_dir()), '"$(fairseq-syntax-user-dir)"'),
-        "```",
-        "",
-        "* Decoding: `fairseq-generate --gen-subset test --beam 5 --max-len-a 1.5 "
-        "--max-len-b 10 --post-process sentencepiece`"
-        + ("; detokenised with `examples/multi30k/spacy_text.py` for BLEU against the raw "
-           "references; RIBES on spaCy tokens." if not synthetic else
-           "; BLEU and RIBES against `test.vf`."),
-        f"* BLEU signature: `{backbone.bleu_signature or next((r.bleu_signature for r in rows if r.bleu_signature), '')}`",
+        f"LSTM {args.decoder_hidden}, dropout {args.dropout}, Adam lr {args.lr}, clip-norm "
+        f"{args.clip_norm}, label smoothing {args.label_smoothing} (BlackOut: none), "
+        "validation after every epoch, last checkpoint; one run per seed (`--seed N`).",
     ]
+    example = next((r for k in [BACKBONE, *rows] for r in by_key.get(k, [])), None)
+    if example and example.get("commands", {}).get("train"):
+        lines += ["* Training command of one run (other methods change `--arch` or "
+                  "`--criterion`, other seeds `--seed`):", "", "```bash",
+                  example["commands"]["train"], "```", ""]
+    decode = ("* Decoding: `fairseq-generate --beam 5 --max-len-a 1.5 --max-len-b 10 "
+              "--post-process sentencepiece`, ")
     if synthetic:
         lines += [
-            "* Agreement: share of test translations whose main verb has the reference's "
-            "number (`fairseq-syntax-score-agreement`).",
-            "* AER / P / R: attention of the teacher-forced reference (`fairseq-generate "
-            "--beam 1 --prefix-size 1024 --print-alignment soft`) against the gold test "
-            "alignments, word level, threshold 0.2 (`fairseq-syntax-score-alignments`).",
+            decode + "`--gen-subset test` (in-distribution test split) and `--gen-subset "
+            "test1` (`gen`: the generalisation split of `fairseq-syntax-synthetic`, deeper "
+            "nesting and more attractors than any training sentence).",
+            "* BLEU: sacreBLEU against `test.vf` / `gen.vf`. Agreement: share of translations "
+            "whose main verb has the reference's number; long-dist.: on the sentences with "
+            "≥ 2 attractors between subject and verb (`agreement_report` of "
+            "`fairseq_syntax.data.synthetic_corpus`).",
+            "* AER: attention of the teacher-forced reference (`fairseq-generate --beam 1 "
+            "--prefix-size 1024 --print-alignment soft`) against the gold test alignments, "
+            "word level, threshold 0.2 (precision and recall are in the run records).",
         ]
+    else:
+        lines += [
+            decode + "`--gen-subset test`; detokenised with `examples/multi30k/spacy_text.py` "
+            "for sacreBLEU BLEU and chrF against the raw references; RIBES on spaCy tokens.",
+        ]
+    sigs = [(r["scores"].get("bleu_signature"), r["scores"].get("chrf_signature")) for r in runs]
+    bleu_sig = next((b for b, _ in sigs if b), "")
+    chrf_sig = next((c for _, c in sigs if c), "")
+    if bleu_sig:
+        lines.append(f"* BLEU signature: `{bleu_sig}`" +
+                     ("" if synthetic or not chrf_sig else f"; chrF signature: `{chrf_sig}`"))
     lines += [
         "* DA / UA: directed / undirected attachment accuracy (%, punctuation excluded) of "
         "the trees the `sa_nmt*` / `fa_nmt*` encoders induce on the test source, against the "
         + ("gold trees" if synthetic else "spaCy `en_core_web_sm` parses")
         + " (`fairseq-syntax-induced-trees`).",
+        "* valid ppl: perplexity on the validation split at the end of training (fairseq's "
+        "last `valid_ppl`).",
         "",
     ]
-    head = ["method", "BLEU", "RIBES"]
-    if synthetic:
-        head += ["agreement", "AER", "P", "R"]
-    head += ["DA / UA", "train s"]
+    columns = COLUMNS[corpus_name]
+    head = ["method", "seeds", *(c[0] for c in columns), "train s"]
     lines += ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
-    for r in rows:
-        if r.error:
-            lines.append(f"| `{r.key}` | failed: {r.error} |" + " |" * (len(head) - 2))
+
+    def stats(key: str, name: str) -> Optional[Stat]:
+        recs = by_key.get(key)
+        return Stat.of([r["scores"].get(name) for r in recs]) if recs else None
+
+    marked = False
+    for key in rows:
+        recs = by_key.get(key)
+        if not recs:
+            lines.append(f"| `{key}` | – | not run yet |" + " |" * (len(head) - 3))
             continue
-        cells = [f"`{r.key}`", fmt(r.bleu), fmt(r.ribes)]
-        if synthetic:
-            cells += [fmt(r.agreement), fmt(r.aer), fmt(r.precision), fmt(r.recall)]
-        cells += ["–" if r.da is None else f"{r.da:.1f} / {r.ua:.1f}", fmt(r.train_seconds, 0)]
+        cells = [f"`{key}`", str(len(recs))]
+        for _, names, digits in columns:
+            parts = []
+            for name in names:
+                base = stats(BACKBONE, name) if key != BACKBONE else None
+                stat = stats(key, name)
+                marked |= differs(stat, base)
+                parts.append(fmt_stat(stat, digits, base))
+            cells.append(" / ".join(parts) if any(p != "–" for p in parts) else "–")
+        train = Stat.of([r["scores"].get("train_seconds") for r in recs])
+        cells.append(fmt(train.mean, 0))
         lines.append("| " + " | ".join(cells) + " |")
-    base = next((r.baselines for r in rows if r.baselines), None)
+    base = next((r["scores"]["baselines"] for r in runs if r["scores"].get("baselines")), None)
     if base:
         lines += ["", f"Branching baselines on the same test trees (DA / UA): left-branching "
                       f"{base['left DA']:.1f} / {base['left UA']:.1f}, right-branching "
                       f"{base['right DA']:.1f} / {base['right UA']:.1f}."]
-    lines += ["", "`train s`: wall seconds of `fairseq-train` (machine shared, not a speed "
-                  "measurement; see `fairseq-syntax-benchmark`). Logs, checkpoints and outputs: "
-                  f"`{os.path.join(args.workdir, 'runs')}/METHOD/`."]
+    lines += [
+        "",
+        "Cells: mean ± sample standard deviation (numpy `std(ddof=1)`) over the `seeds` runs of "
+        "the row; a single run gives its value alone. **Bold**: the mean differs from "
+        f"`{BACKBONE}`'s by more than 2 standard deviations (the larger of the two; only where "
+        "both rows have ≥ 2 seeds" + ("" if marked else "; no cell here") + "). "
+        "`not run yet`: a selected method without a record with these settings. `train s`: mean "
+        "wall seconds of `fairseq-train` (machine shared, not a speed measurement; see "
+        "`fairseq-syntax-benchmark`). Each record names its folder of logs, checkpoint and "
+        "outputs (`run_dir`).",
+    ]
+    if failures:
+        lines += ["", "Runs that failed in the invocation that wrote this section (no record): "
+                      + "; ".join(failures) + "."]
     return "\n".join(lines) + "\n"
 
 
 HEADER = """# Results
 
 Measured by `fairseq-syntax-experiment` (`fairseq_syntax/cli/experiment.py`); each corpus
-section is rewritten by its own run, nothing in it is typed by hand. How to reproduce:
-README.md, "Results".
+section is rendered from the run records in `docs/results/CORPUS/`, nothing in it is typed
+by hand. How to reproduce: README.md, "Results".
 """
 
 
 def update_results(path: str, corpus: str, body: str) -> None:
-    """Replace (or append) the ``corpus`` section of the results file."""
+    """Replace (or append) the ``corpus`` section of the results file (atomically)."""
     begin, end = f"<!-- {corpus}:begin -->", f"<!-- {corpus}:end -->"
     old = open(path, encoding="utf-8").read() if os.path.exists(path) else HEADER
     block = f"{begin}\n{body}{end}"
@@ -499,9 +962,7 @@ def update_results(path: str, corpus: str, body: str) -> None:
         new = before + block + after
     else:
         new = old.rstrip("\n") + "\n\n" + block + "\n"
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(new)
+    write_atomically(path, new)
 
 
 # ---------------------------------------------------------------------------------------
@@ -512,20 +973,24 @@ def update_results(path: str, corpus: str, body: str) -> None:
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fairseq-syntax-experiment",
-        description="Train every method with the same budget and sizes on one corpus, "
-        "decode and score the test split, and write the measured numbers into that "
-        "corpus's section of the results file (default docs/RESULTS.md).")
+        description="Train every method with the same budget and sizes on one corpus, once "
+        "per seed, decode and score the test split(s), write one JSON record per finished "
+        "run (method, seed) to the results folder and render the corpus's section of the "
+        "results file (default docs/RESULTS.md) from all records with the same settings. "
+        "Runs that already have a record with the same settings are skipped.")
     p.add_argument("--corpus", choices=["synthetic", "multi30k"], required=True,
                    help="synthetic: the built-in en->vf corpus with gold trees and alignments "
                    "(generated unless --data-bin/--raw); multi30k: the data-bin of "
                    "examples/multi30k/prepare.sh (--data-bin)")
-    p.add_argument("--workdir", required=True,
-                   help="folder for the generated corpus, checkpoints, outputs and logs")
+    p.add_argument("--workdir",
+                   help="folder for the generated corpus, checkpoints, outputs and logs "
+                   "(WORKDIR/runs/METHOD/seedN/); required unless --render-only")
     p.add_argument("--data-bin",
                    help="an existing data-bin (synthetic: made by fairseq-syntax-preprocess "
-                   "from --raw; multi30k: DEST/data-bin of prepare.sh)")
+                   "from --raw, with --testpref RAW/test,RAW/gen for the gen split; "
+                   "multi30k: DEST/data-bin of prepare.sh)")
     p.add_argument("--raw", help="synthetic: the folder fairseq-syntax-synthetic wrote "
-                   "(test.vf, test.align, test.en.conllu); default WORKDIR/raw")
+                   "(test.vf, test.align, test.en.conllu, gen.*); default WORKDIR/raw")
     p.add_argument("--multi30k-dir", help="multi30k: prepare.sh's --dest (raw/, tok/); "
                    "default: the parent of --data-bin")
     p.add_argument("--train-size", type=int, default=20000,
@@ -534,16 +999,33 @@ def get_parser() -> argparse.ArgumentParser:
                    help="synthetic: validation pairs to generate (default: 200)")
     p.add_argument("--test-size", type=int, default=500,
                    help="synthetic: test pairs to generate (default: 500)")
+    p.add_argument("--gen-size", type=int, default=500,
+                   help="synthetic: generalisation pairs to generate (gen split: deeper "
+                   "nesting, more attractors; default: 500; 0: none)")
     p.add_argument("--corpus-seed", type=int, default=1,
                    help="synthetic: seed of the generated corpus (default: 1)")
     p.add_argument("--vocab-size", type=int, default=1000,
                    help="synthetic: sentencepiece vocabulary (default: 1000)")
-    p.add_argument("--methods", default="all",
-                   help="comma-separated methods, or 'all' (default): the architectures, "
+    p.add_argument("--methods", default=None,
+                   help="comma-separated methods, or 'all': the architectures, "
                    "attentional_rnn+supervised_attention, attentional_rnn+blackout, "
-                   "tree2seq+length_prior")
+                   "tree2seq+length_prior (default: synthetic all; multi30k "
+                   + DEFAULT_METHODS["multi30k"] + ")")
+    p.add_argument("--seeds", default="1",
+                   help="comma-separated training seeds; every (method, seed) is one run "
+                   "with fairseq-train --seed N (default: 1)")
+    p.add_argument("--results-dir",
+                   help="folder of the run records, METHOD.seedN.json (default: "
+                   "docs/results/CORPUS/)")
+    p.add_argument("--render-only", action="store_true",
+                   help="train nothing: render the corpus section of --results from the "
+                   "records in --results-dir whose settings equal these options'")
     p.add_argument("--updates", type=int,
-                   help="training updates of every method (default: synthetic 300, multi30k 6000)")
+                   help="training updates of every method (default: synthetic 300; multi30k: "
+                   "none, --epochs); with --epochs, whichever comes first")
+    p.add_argument("--epochs", type=int,
+                   help="training epochs of every method (fairseq-train --max-epoch; default: "
+                   "multi30k 12; synthetic: none, --updates)")
     p.add_argument("--max-minutes", type=float, default=0,
                    help="also stop each training after this many minutes (0: no limit; "
                    "makes the budget machine-dependent)")
@@ -557,11 +1039,16 @@ def get_parser() -> argparse.ArgumentParser:
                    help="decoder LSTM size (default: synthetic 128, multi30k 512)")
     p.add_argument("--dropout", type=float, help="dropout (default: synthetic 0.1, multi30k 0.3)")
     p.add_argument("--lr", type=float, help="Adam learning rate (default: synthetic 0.003, "
-                   "multi30k 0.001)")
+                   "multi30k 0.002)")
+    p.add_argument("--clip-norm", type=float,
+                   help="gradient clipping norm (default: synthetic 1.0, multi30k 5.0)")
+    p.add_argument("--label-smoothing", type=float,
+                   help="label smoothing of the cross-entropy criterions, not BlackOut "
+                   "(default: 0.1)")
     p.add_argument("--gpu", action="store_true",
                    help="train and decode on the GPU (default: CPU, --cpu to every tool)")
     p.add_argument("--jobs", type=int, default=1,
-                   help="methods run at the same time (default 1; with N > 1 each tool "
+                   help="runs at the same time (default 1; with N > 1 each tool "
                    "process gets --threads threads)")
     p.add_argument("--threads", type=int, default=None,
                    help="OMP/MKL threads per tool process (default: 1 when --jobs > 1, "
@@ -572,53 +1059,120 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = get_parser()
+def parse_seeds(parser, text: str) -> List[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--seeds takes comma-separated integers, got {text!r}")
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        parser.error(f"--seeds needs distinct non-negative integers, got {text!r}")
+    return seeds
+
+
+def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Namespace:
+    """The options with the corpus's defaults filled in (``args.seeds`` a list of ints)."""
+    parser = parser or get_parser()
     args = parser.parse_args(argv)
-    for name, value in DEFAULTS[args.corpus].items():
-        if getattr(args, name) is None:
+    defaults = DEFAULTS[args.corpus]
+    if args.updates is None and args.epochs is None:
+        args.updates, args.epochs = defaults["updates"], defaults["epochs"]
+    for name, value in defaults.items():
+        if name not in ("updates", "epochs") and getattr(args, name) is None:
             setattr(args, name, value)
-    if args.updates <= 0 or args.jobs <= 0:
-        parser.error("--updates and --jobs must be positive")
+    if args.methods is None:
+        args.methods = DEFAULT_METHODS[args.corpus]
+    if args.results_dir is None:
+        args.results_dir = os.path.join("docs", "results", args.corpus)
+    args.seeds = parse_seeds(parser, args.seeds)
+    if any(v is not None and v <= 0 for v in (args.updates, args.epochs)) or args.jobs <= 0:
+        parser.error("--updates, --epochs and --jobs must be positive")
+    if not args.workdir and not args.render_only:
+        parser.error("--workdir is required (unless --render-only)")
+    return args
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parse_args(argv)
     argv_used = list(sys.argv[1:] if argv is None else argv)
     command = shlex.join(["fairseq-syntax-experiment", *argv_used])
-    os.makedirs(args.workdir, exist_ok=True)
     methods = select_methods(args.methods)
+    keys = method_keys(methods)
+    description = corpus_description(args)
+    lock = threading.Lock()
+    failures: List[str] = []
+
+    def render() -> str:
+        by_key = table_records(read_records(args.results_dir), args, description)
+        body = section_markdown(args.corpus, keys, by_key, args, description, failures)
+        update_results(args.results, args.corpus, body)
+        return body
+
+    if args.render_only:
+        body = render()
+        print(body)
+        print(f"wrote the {args.corpus} section of {args.results}", file=sys.stderr)
+        return 0
+
+    os.makedirs(args.workdir, exist_ok=True)
     corpus = prepare_synthetic(args) if args.corpus == "synthetic" else prepare_multi30k(args)
+    description = corpus_description(args)  # --raw: the files prepare_synthetic checked
     threads = args.threads or (1 if args.jobs > 1 else None)
     env = tool_env(threads)
-    start = time.time()
-    lock = threading.Lock()
-    total = len(methods)
+    host = host_facts(args, threads)
+
+    todo: List[Tuple[Method, int]] = []
+    for method in methods:
+        for seed in args.seeds:
+            settings = {k: run_settings(method, k, args, description)
+                        for k in method_keys([method])}
+            records = {k: read_record(record_path(args.results_dir, k, seed)) for k in settings}
+            if all(r is not None and r["settings"] == settings[k] for k, r in records.items()):
+                for k in settings:
+                    print(f"[skip] {k} seed {seed}", file=sys.stderr, flush=True)
+            else:
+                todo.append((method, seed))
+    total = len(todo)
     done = [0]
 
-    def one(method: Method) -> List[Row]:
+    def one(task: Tuple[Method, int]) -> None:
+        method, seed = task
         t0 = time.time()
         with lock:
-            print(f"[start] {method.key}", file=sys.stderr, flush=True)
-        rows = run_method(method, corpus, args, env)
+            print(f"[start] {method.key} seed {seed}", file=sys.stderr, flush=True)
+        results = run_method(method, seed, corpus, args, env)
         with lock:
+            for row, commands, wall in results:
+                if row.error:
+                    failures.append(f"`{row.key}` seed {seed}: {row.error}")
+                    continue
+                settings = run_settings(method, row.key, args, description)
+                write_record(record_path(args.results_dir, row.key, seed),
+                             run_record(row, settings, commands, wall, host,
+                                        run_dir(args, method.key, seed), corpus.databin,
+                                        command))
             done[0] += 1
-            r = rows[0]
+            r = results[0][0]
             status = (f"failed: {r.error}" if r.error else
-                      f"BLEU {fmt(r.bleu)} RIBES {fmt(r.ribes)}"
-                      + (f" agreement {fmt(r.agreement)} AER {fmt(r.aer)}" if r.aer is not None else "")
-                      + (f" DA/UA {r.da:.1f}/{r.ua:.1f}" if r.da is not None else ""))
-            print(f"[{done[0]}/{total}] {method.key}: {status} ({time.time() - t0:.0f} s)",
-                  file=sys.stderr, flush=True)
-        return rows
+                      f"BLEU {fmt(r.bleu)}"
+                      + (f" chrF {fmt(r.chrf)}" if args.corpus == "multi30k" else "")
+                      + (f" agreement {fmt(r.agreement)}" if r.agreement is not None else "")
+                      + (f" gen BLEU {fmt(r.gen_bleu)} gen agreement {fmt(r.gen_agreement)}"
+                         if r.gen_bleu is not None else "")
+                      + (f" AER {fmt(r.aer)}" if r.aer is not None else "")
+                      + (f" DA/UA {r.da:.1f}/{r.ua:.1f}" if r.da is not None else "")
+                      + f" valid ppl {fmt(r.valid_ppl)}")
+            print(f"[{done[0]}/{total}] {method.key} seed {seed}: {status} "
+                  f"({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
+            render()  # a killed experiment still leaves an up-to-date table
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(one, methods))
-    rows = [r for group in results for r in group]
-    minutes = (time.time() - start) / 60
-    with open(os.path.join(args.workdir, "results.json"), "w") as f:
-        json.dump([r.__dict__ for r in rows], f, indent=1)
-    body = section_markdown(corpus, rows, args, command, minutes)
-    update_results(args.results, args.corpus, body)
+        list(pool.map(one, todo))
+    body = render()
     print(body)
-    print(f"wrote the {args.corpus} section of {args.results}", file=sys.stderr)
-    return 1 if any(r.error for r in rows) else 0
+    print(f"wrote the {args.corpus} section of {args.results} "
+          f"({total} run(s), {len(failures)} failed; records in {args.results_dir})",
+          file=sys.stderr)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

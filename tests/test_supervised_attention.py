@@ -244,7 +244,8 @@ def test_parameter_parts_of_the_backbone():
     parts = parameter_parts(model, ["decoder.fc_out", "decoder.project_out"])
     output = {n for n, _ in parts["output"]}
     alignment = {n for n, _ in parts["alignment"]}
-    assert output == {"decoder.fc_out.weight", "decoder.fc_out.bias"}
+    assert output == {"decoder.fc_out.weight", "decoder.fc_out.bias",
+                      "decoder.project_out.weight", "decoder.project_out.bias"}
     assert {"decoder.attention.combine.weight", "decoder.attention.score.proj.weight",
             "decoder.layers.0.weight_hh", "decoder.init_hidden.weight",
             "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"} <= alignment

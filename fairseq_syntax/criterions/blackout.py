@@ -30,11 +30,8 @@ across workers.
 
 Models: the criterion needs the decoder's features before the output layer. It runs
 ``model.encoder(**net_input)`` and ``model.decoder.extract_features(prev_output_tokens,
-encoder_out)`` and applies the decoder's output layer by hand for the sampled rows:
-dropout, ``project_out`` (tied embeddings), then rows of ``fc_out``. That is what
-:class:`~fairseq_syntax.modules.rnn_decoder.RNNDecoder.output_layer` does, and every
-model of the plugin decodes with ``RNNDecoder`` (another decoder must provide ``fc_out``
-and the same ``output_layer``).
+encoder_out)``, then ``decoder.pre_output`` and the sampled rows of ``decoder.fc_out``
+(:class:`~fairseq_syntax.modules.rnn_decoder.RNNDecoder` provides both).
 """
 import logging
 import math
@@ -141,10 +138,7 @@ class BlackOutCriterion(FairseqCriterion):
         encoder_input = {k: v for k, v in net_input.items() if k != "prev_output_tokens"}
         encoder_out = model.encoder(**encoder_input)
         features, _ = decoder.extract_features(net_input["prev_output_tokens"], encoder_out=encoder_out)
-        x = F.dropout(features, p=decoder.dropout, training=decoder.training)
-        if getattr(decoder, "project_out", None) is not None:
-            x = decoder.project_out(x)
-        return x
+        return decoder.pre_output(features)
 
     def blackout_loss(self, model, sample, negatives: Tensor):
         """(loss, -Σ log p̃(t)) of the batch for the given negative samples ``[K]``."""

@@ -1,12 +1,13 @@
 """Model ``attentional_rnn``: the attentional RNN encoder-decoder all methods extend."""
 from dataclasses import dataclass, field
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import FairseqEncoderDecoderModel, register_model
 
 from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
+from fairseq_syntax.modules.initialization import init_uniform_
 from fairseq_syntax.modules.rnn_decoder import RNNDecoder
 from fairseq_syntax.modules.rnn_encoder import RNNEncoder
 
@@ -29,6 +30,12 @@ class AttentionalRNNConfig(FairseqDataclass):
     decoder_hidden_size: int = field(
         default=512, metadata={"help": "hidden size of the decoder LSTM and of the attentional state"}
     )
+    decoder_out_embed_dim: Optional[int] = field(
+        default=None,
+        metadata={"help": "size the attentional state is projected to before the output "
+                  "layer, as fairseq lstm's --decoder-out-embed-dim (default: "
+                  "--decoder-embed-dim)"},
+    )
     decoder_layers: int = field(default=1, metadata={"help": "number of stacked decoder LSTM layers"})
     attention_score: ATTENTION_SCORES = field(
         default="general",
@@ -37,6 +44,11 @@ class AttentionalRNNConfig(FairseqDataclass):
     )
     share_decoder_input_output_embed: bool = field(
         default=False, metadata={"help": "tie the decoder's input embedding and output matrix"}
+    )
+    init_uniform: float = field(
+        default=0.1,
+        metadata={"help": "draw every parameter (the mechanism's too) from U(-x, x), as "
+                  "fairseq's lstm does; 0 keeps PyTorch's default initialisation"},
     )
 
 
@@ -75,8 +87,12 @@ class AttentionalRNNModel(FairseqEncoderDecoderModel):
             cfg.decoder_layers, cfg.dropout, encoder.output_dim,
             cls.build_attention(cfg, cfg.decoder_hidden_size, encoder.output_dim),
             share_input_output_embed=cfg.share_decoder_input_output_embed,
+            out_embed_dim=cfg.decoder_out_embed_dim or cfg.decoder_embed_dim,
         )
-        return cls(encoder, decoder)
+        model = cls(encoder, decoder)
+        if cfg.init_uniform > 0:
+            init_uniform_(model, cfg.init_uniform)
+        return model
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, **side_inputs):
         encoder_out = self.encoder(src_tokens, src_lengths, **side_inputs)

@@ -32,9 +32,8 @@ class DoubleContextAttentionLayer(GlobalAttentionLayer):
         self.combine = nn.Linear(2 * key_dim + query_dim, self.output_dim, bias=False)
 
     def init_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
-        state = super().init_state(encoder_out)
-        state["last_position"] = last_positions(encoder_out["padding_mask"])
-        return state
+        return {"keys": self.score.project(encoder_out["annotations"]),
+                "last_position": last_positions(encoder_out["padding_mask"])}
 
     def forward(self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]):
         scores = self.score(hidden, state["keys"])

@@ -3,6 +3,7 @@ from typing import Dict, Tuple
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -30,12 +31,13 @@ class LuongScore(nn.Module):
         self.proj = nn.Linear(key_dim, query_dim, bias=False) if score == "general" else None
 
     def project(self, keys: Tensor) -> Tensor:
-        return keys if self.proj is None else self.proj(keys)
+        """``[B, S, K]`` keys -> ``[B, H, S]`` (projected, transposed once per sentence)."""
+        return (keys if self.proj is None else self.proj(keys)).transpose(1, 2).contiguous()
 
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
-        """``[B, H] x [B, S, H] -> [B, S]`` scores."""
+        """``[B, H] x [B, H, S] -> [B, S]`` scores."""
         # [B,1,H] x [B,H,S]: on CPU several times faster than [B,S,H] x [B,H,1]
-        return torch.bmm(query.unsqueeze(1), projected_keys.transpose(1, 2)).squeeze(1)
+        return torch.bmm(query.unsqueeze(1), projected_keys).squeeze(1)
 
 
 class GlobalAttentionLayer(nn.Module):
@@ -68,11 +70,18 @@ class GlobalAttentionLayer(nn.Module):
         self.combine = nn.Linear(key_dim + query_dim, self.output_dim, bias=False)
 
     def init_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
-        return {"keys": self.score.project(encoder_out[self.memory_key])}
+        memory = encoder_out[self.memory_key]
+        # W_c [c_t; h_t] = Σ_s a_ts (W_c' h̄_s) + W_c'' h_t: the memory half once per sentence
+        values = F.linear(memory, self.combine.weight[:, :memory.size(-1)])
+        return {"keys": self.score.project(memory), "values": values}
 
     def forward(
         self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]
     ) -> Tuple[Tensor, Tensor, Dict[str, Tensor]]:
         weights = masked_softmax(self.score(hidden, state["keys"]), encoder_out[self.mask_key])
-        context = attend(weights, encoder_out[self.memory_key])
-        return torch.tanh(self.combine(torch.cat([context, hidden], dim=-1))), weights, state
+        return self.attentional_state(weights, hidden, state), weights, state
+
+    def attentional_state(self, weights: Tensor, hidden: Tensor, state: Dict[str, Tensor]) -> Tensor:
+        """``h̃_t = tanh(W_c [c_t; h_t])`` with ``c_t = Σ_s a_ts h̄_s`` (eq. 5)."""
+        key_dim = self.combine.in_features - hidden.size(-1)
+        return torch.tanh(attend(weights, state["values"]) + F.linear(hidden, self.combine.weight[:, key_dim:]))

@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 from torch import Tensor
 
-from fairseq_syntax.modules.global_attention import GlobalAttentionLayer, attend, masked_softmax
+from fairseq_syntax.modules.global_attention import GlobalAttentionLayer, masked_softmax
 
 
 def last_positions(padding_mask: Tensor) -> Tensor:
@@ -218,5 +218,4 @@ class LocalAttentionLayer(GlobalAttentionLayer):
     def forward(self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]):
         scores = self.score(hidden, state["keys"])
         weights = self.local_weights(hidden, scores, encoder_out, state)
-        context = attend(weights, encoder_out["annotations"])
-        return torch.tanh(self.combine(torch.cat([context, hidden], dim=-1))), weights, state
+        return self.attentional_state(weights, hidden, state), weights, state

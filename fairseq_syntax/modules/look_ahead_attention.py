@@ -149,6 +149,9 @@ class EncDecLookAheadLayer(LookAheadLayer):
         self.look_ahead = LookAheadAttention(self.source.output_dim, query_dim, look_ahead_score)
         self.combine = nn.Linear(self.source.output_dim + query_dim, self.output_dim)
 
+    def init_source_state(self, encoder_out):
+        return self.source.init_state(encoder_out)
+
     def forward(self, hidden, encoder_out, state):
         t_enc, weights, _ = self.source(hidden, encoder_out, state)
         look_ahead_context, look_ahead_weights = self.look_ahead(t_enc, state["past"])

@@ -16,7 +16,10 @@ class RNNDecoder(FairseqIncrementalDecoder):
     Step ``t``: ``h_t = LSTM([y_{t-1}; h̃_{t-1}], h_{t-1})``; the ``attention`` module
     (see :class:`~fairseq_syntax.modules.global_attention.GlobalAttentionLayer` for its
     interface) turns the top ``h_t`` into ``h̃_t`` and the weights over source positions;
-    ``p(y_t) = softmax(W_s h̃_t)``. The initial state is ``h_0 = tanh(W_h s)``,
+    ``p(y_t) = softmax(W_s h̃_t)``, with ``W_s`` factored through ``out_embed_dim`` when
+    that differs from ``h̃``'s size (fairseq lstm's ``additional_fc``). Dropout follows
+    fairseq's lstm: on ``h̃_t`` before input feeding and the output layer, and after the
+    projection. The initial state is ``h_0 = tanh(W_h s)``,
     ``c_0 = W_c s_c`` from the encoder's ``summary_hidden``/``summary_cell`` (the same for
     every layer).
 
@@ -29,7 +32,7 @@ class RNNDecoder(FairseqIncrementalDecoder):
 
     def __init__(self, dictionary, embed_dim: int, hidden_size: int, num_layers: int,
                  dropout: float, encoder_dim: int, attention: nn.Module,
-                 share_input_output_embed: bool = False):
+                 share_input_output_embed: bool = False, out_embed_dim: Optional[int] = None):
         super().__init__(dictionary)
         self.dropout = dropout
         self.hidden_size = hidden_size
@@ -46,13 +49,16 @@ class RNNDecoder(FairseqIncrementalDecoder):
         )
         self.init_hidden = nn.Linear(encoder_dim, hidden_size)
         self.init_cell = nn.Linear(encoder_dim, hidden_size)
+        out_embed_dim = out_embed_dim or feed_dim
+        if share_input_output_embed and out_embed_dim != embed_dim:
+            raise ValueError(
+                f"tied embeddings need --decoder-out-embed-dim equal to --decoder-embed-dim "
+                f"({embed_dim}), got {out_embed_dim}"
+            )
+        self.project_out = nn.Linear(feed_dim, out_embed_dim) if out_embed_dim != feed_dim else None
+        self.fc_out = nn.Linear(out_embed_dim, len(dictionary))
         if share_input_output_embed:
-            self.project_out = nn.Linear(feed_dim, embed_dim, bias=False) if feed_dim != embed_dim else None
-            self.fc_out = nn.Linear(embed_dim, len(dictionary))
             self.fc_out.weight = self.embed_tokens.weight
-        else:
-            self.project_out = None
-            self.fc_out = nn.Linear(feed_dim, len(dictionary))
 
     def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
         hidden = torch.tanh(self.init_hidden(encoder_out["summary_hidden"]))
@@ -67,8 +73,10 @@ class RNNDecoder(FairseqIncrementalDecoder):
             state["attention." + key] = value
         return state
 
-    def step(self, embedded: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]):
-        """One decoding step: ``[B, E]`` embedded previous token -> (h̃_t, weights, state)."""
+    def step(self, embedded: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor],
+             dropout_mask: Optional[Tensor] = None):
+        """One decoding step: ``[B, E]`` embedded previous token -> (h̃_t, weights, state);
+        ``dropout_mask`` (scaled, ``[B, F]``) is applied to ``h̃_t``."""
         x = torch.cat([embedded, state["input_feed"]], dim=-1)
         hiddens, cells = [], []
         for i, cell in enumerate(self.layers):
@@ -78,6 +86,8 @@ class RNNDecoder(FairseqIncrementalDecoder):
             cells.append(c)
         attention_state = {k[len("attention."):]: v for k, v in state.items() if k.startswith("attention.")}
         out, weights, attention_state = self.attention(h, encoder_out, attention_state)
+        if dropout_mask is not None:
+            out = out * dropout_mask
         new_state = {
             "hidden": torch.stack(hiddens, dim=1),
             "cell": torch.stack(cells, dim=1),
@@ -94,10 +104,15 @@ class RNNDecoder(FairseqIncrementalDecoder):
         if state is None:
             state = self.initial_state(encoder_out)
         embedded = F.dropout(self.embed_tokens(prev_output_tokens), p=self.dropout, training=self.training)
+        bsz, steps = prev_output_tokens.size()
+        masks = None  # dropout on h̃_t, drawn for all steps at once
+        if self.training and self.dropout > 0:
+            masks = F.dropout(embedded.new_ones(bsz, steps, self.attention.output_dim), p=self.dropout)
         outs: List[Tensor] = []
         attns: List[Tensor] = []
-        for t in range(prev_output_tokens.size(1)):
-            out, weights, state = self.step(embedded[:, t], encoder_out, state)
+        for t in range(steps):
+            out, weights, state = self.step(embedded[:, t], encoder_out, state,
+                                            None if masks is None else masks[:, t])
             outs.append(out)
             attns.append(weights)
         if incremental_state is not None:
@@ -106,11 +121,14 @@ class RNNDecoder(FairseqIncrementalDecoder):
         attn = torch.stack(attns, dim=1)[:, :, :src_len]
         return torch.stack(outs, dim=1), {"attn": [attn]}
 
+    def pre_output(self, features: Tensor) -> Tensor:
+        """``h̃_t`` as it enters ``fc_out``: through ``project_out`` (and dropout) if any."""
+        if self.project_out is None:
+            return features
+        return F.dropout(self.project_out(features), p=self.dropout, training=self.training)
+
     def output_layer(self, features: Tensor) -> Tensor:
-        x = F.dropout(features, p=self.dropout, training=self.training)
-        if self.project_out is not None:
-            x = self.project_out(x)
-        return self.fc_out(x)
+        return self.fc_out(self.pre_output(features))
 
     def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
         features, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)

@@ -41,10 +41,15 @@ class TreeLSTMCell(nn.Module):
     def __init__(self, dim: int, forget_bias: float = 1.0):
         super().__init__()
         self.dim = dim
+        self.forget_bias = forget_bias
         self.gates = nn.Linear(2 * dim, 5 * dim)
+        self.init_biases_()
+
+    def init_biases_(self):
+        """Biases zero, forget gates ``forget_bias`` (kept by :func:`init_uniform_`)."""
         with torch.no_grad():
             self.gates.bias.zero_()
-            self.gates.bias[dim: 3 * dim].fill_(forget_bias)
+            self.gates.bias[self.dim: 3 * self.dim].fill_(self.forget_bias)
 
     def forward(self, left: Tuple[Tensor, Tensor], right: Tuple[Tensor, Tensor]) -> Tuple[Tensor, Tensor]:
         """``(h_l, c_l), (h_r, c_r)`` each ``[..., d]`` -> ``(h, c)`` of the parent."""

@@ -44,6 +44,7 @@ setup(
             "fairseq-syntax-benchmark = fairseq_syntax.cli.benchmark:main",
             "fairseq-syntax-experiment = fairseq_syntax.cli.experiment:main",
             "fairseq-syntax-step-time = fairseq_syntax.cli.step_time:main",
+            "fairseq-syntax-parity = fairseq_syntax.cli.parity:main",
         ],
     },
 )

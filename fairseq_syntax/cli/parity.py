@@ -1,0 +1,210 @@
+"""``fairseq-syntax-parity``: does the backbone learn as fast as fairseq's own ``lstm``?
+
+Trains ``attentional_rnn`` (``--task syntax_translation``) and fairseq's ``lstm``
+(``--task translation --encoder-bidirectional``, ``--decoder-out-embed-dim`` = the
+embedding size) side by side on one data-bin with the same sizes, optimiser, batches,
+seed and budget, one thread each, then decodes the test split(s) of both with beam 5.
+Prints the valid perplexity after every epoch, training words/s (fairseq's ``train_wps``,
+mean over epochs) and BLEU / chrF, and writes them to ``WORKDIR/parity.json``.
+
+Example (the setting of the README's table)::
+
+    fairseq-syntax-parity --corpus multi30k --data-bin data/multi30k/data-bin \\
+        --workdir work/parity --epochs 3
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_syntax.cli.experiment import (
+    DECODING, Row, prepare_multi30k, prepare_synthetic, read_train_log, score_split,
+    tool_env, write_atomically,
+)
+from fairseq_syntax.user_dir import user_dir
+
+BACKBONE, LSTM = "attentional_rnn", "lstm"
+
+
+def model_args(name: str, args) -> List[str]:
+    """Task, architecture and sizes of one of the two models."""
+    sizes = ["--encoder-embed-dim", str(args.embed_dim), "--decoder-embed-dim", str(args.embed_dim),
+             "--encoder-hidden-size", str(args.encoder_hidden),
+             "--decoder-hidden-size", str(args.decoder_hidden), "--dropout", str(args.dropout)]
+    if name == LSTM:  # --user-dir: the plugin lets torch.load read fairseq's checkpoints
+        return ["--user-dir", user_dir(), "--task", "translation", "--arch", "lstm",
+                "--encoder-bidirectional",
+                "--decoder-out-embed-dim", str(args.embed_dim), *sizes]
+    return ["--user-dir", user_dir(), "--task", "syntax_translation", "--arch", BACKBONE,
+            *sizes, *shlex.split(args.backbone_args)]
+
+
+def train_command(name: str, databin: str, args, save: str) -> List[str]:
+    budget = (["--max-epoch", str(args.epochs)] if args.epochs else []) + \
+             (["--max-update", str(args.updates)] if args.updates else [])
+    return ["fairseq-train", databin, *model_args(name, args),
+            "--criterion", "label_smoothed_cross_entropy", "--label-smoothing",
+            str(args.label_smoothing), "--optimizer", "adam", "--lr", str(args.lr),
+            "--clip-norm", str(args.clip_norm), "--max-tokens", str(args.max_tokens), *budget,
+            "--seed", str(args.seed), "--num-workers", "0", "--save-dir", save,
+            "--no-epoch-checkpoints", "--no-progress-bar", "--log-format", "json",
+            "--log-file", os.path.join(save, "train.log.jsonl"), "--log-interval", "50",
+            *([] if args.gpu else ["--cpu"])]
+
+
+def generate_command(name: str, databin: str, args, save: str, subset: str) -> List[str]:
+    task = model_args(name, args)[:model_args(name, args).index("--arch")]
+    return ["fairseq-generate", databin, *task, "--path", os.path.join(save, "checkpoint_last.pt"),
+            "--gen-subset", subset, *DECODING, *([] if args.gpu else ["--cpu"]),
+            "--required-batch-size-multiple", "1"]  # fairseq #5036: keep the last batch
+
+
+def epoch_stats(log_path: str) -> Dict[int, dict]:
+    """``{epoch: {"valid_ppl", "valid_loss", "train_wps"}}`` from fairseq's JSON log lines."""
+    stats: Dict[int, dict] = {}
+    with open(log_path, encoding="utf-8") as f:
+        for line in f:
+            line = line[line.find("{"):]
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if "epoch" not in record:
+                continue
+            epoch = stats.setdefault(int(record["epoch"]), {})
+            for key in ("valid_ppl", "valid_loss", "train_wps"):
+                if key in record:
+                    epoch[key] = float(record[key])
+    return stats
+
+
+def run_side_by_side(commands: Dict[str, List[str]], env, workdir: str) -> None:
+    """Start every command at once (one thread each) and wait for all; raise on failure."""
+    procs = {}
+    for name, cmd in commands.items():
+        log = open(os.path.join(workdir, f"{name}.log"), "w")
+        log.write("$ " + shlex.join(cmd) + "\n")
+        log.flush()
+        procs[name] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log)
+    failed = []
+    for name, (proc, log) in procs.items():
+        if proc.wait() != 0:
+            failed.append(name)
+        log.close()
+    if failed:
+        raise SystemExit(f"fairseq-syntax-parity: {', '.join(failed)} failed, see "
+                         + ", ".join(os.path.join(workdir, f"{n}.log") for n in failed))
+
+
+def parity(args) -> dict:
+    """Train (unless done), decode and score both models; returns the summary."""
+    os.makedirs(args.workdir, exist_ok=True)
+    corpus = prepare_multi30k(args) if args.corpus == "multi30k" else prepare_synthetic(args)
+    env = tool_env(1)
+    saves = {name: os.path.join(args.workdir, name) for name in (LSTM, BACKBONE)}
+    commands = {name: train_command(name, corpus.databin, args, save) for name, save in saves.items()}
+    todo = {}
+    for name, cmd in commands.items():
+        os.makedirs(saves[name], exist_ok=True)
+        stamp = os.path.join(saves[name], "done.json")
+        if not (os.path.exists(stamp) and json.load(open(stamp)) == cmd):
+            todo[name] = cmd
+    if todo:
+        print(f"training {', '.join(todo)} side by side ...", file=sys.stderr, flush=True)
+        run_side_by_side(todo, env, args.workdir)
+        for name in todo:
+            write_atomically(os.path.join(saves[name], "done.json"), json.dumps(commands[name]))
+    generates = {f"{name}.{split}": generate_command(name, corpus.databin, args, saves[name], s.subset)
+                 for name in saves for split, s in corpus.splits.items()}
+    print("decoding ...", file=sys.stderr, flush=True)
+    outs = {}
+    for key, cmd in generates.items():
+        outs[key] = os.path.join(args.workdir, f"generate.{key}.out")
+        with open(outs[key], "w") as out:
+            subprocess.run(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env, check=True)
+    summary = {"commands": {n: shlex.join(c) for n, c in commands.items()}, "models": {}}
+    for name, save in saves.items():
+        row = Row(name, name)
+        for split, s in corpus.splits.items():
+            prefix = "" if split == "test" else split + "_"
+            score_split(row, prefix, corpus, s, outs[f"{name}.{split}"],
+                        os.path.join(args.workdir, f"{name}.{split}"),
+                        os.path.join(args.workdir, f"{name}.log"), env)
+        epochs = epoch_stats(os.path.join(save, "train.log.jsonl"))
+        wps = [e["train_wps"] for e in epochs.values() if "train_wps" in e]
+        summary["models"][name] = {
+            "epochs": epochs, "train_wps": sum(wps) / len(wps) if wps else None,
+            "updates": read_train_log(os.path.join(save, "train.log.jsonl"))["train_updates"],
+            "scores": {k: v for k, v in vars(row).items() if v not in (None, "", {})},
+        }
+    write_atomically(os.path.join(args.workdir, "parity.json"), json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def markdown(summary: dict) -> str:
+    lstm, rnn = summary["models"][LSTM], summary["models"][BACKBONE]
+    lines = ["| after epoch | fairseq lstm, valid ppl | attentional_rnn, valid ppl |",
+             "| --- | ---: | ---: |"]
+    for epoch in sorted(set(lstm["epochs"]) | set(rnn["epochs"]), key=int):
+        cells = [m["epochs"].get(epoch, {}).get("valid_ppl") for m in (lstm, rnn)]
+        lines.append(f"| {epoch} | " + " | ".join("–" if c is None else f"{c:.2f}" for c in cells) + " |")
+    ratio = rnn["train_wps"] / lstm["train_wps"] if lstm["train_wps"] and rnn["train_wps"] else None
+    lines += ["", "| | fairseq lstm | attentional_rnn | ratio |", "| --- | ---: | ---: | ---: |",
+              f"| training words/s | {lstm['train_wps']:.0f} | {rnn['train_wps']:.0f} | "
+              f"{'–' if ratio is None else f'{ratio:.2f}'} |"]
+    for key in sorted(k for k in rnn["scores"] if k.endswith(("bleu", "chrf", "agreement", "agreement_long"))):
+        a, b = lstm["scores"].get(key), rnn["scores"].get(key)
+        lines.append(f"| {key.replace('_', ' ')} | {'–' if a is None else f'{a:.2f}'} | "
+                     f"{'–' if b is None else f'{b:.2f}'} | |")
+    lines.append(f"\nBLEU signature: `{rnn['scores'].get('bleu_signature', '')}`")
+    return "\n".join(lines) + "\n"
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fairseq-syntax-parity", description=__doc__.split("\n\n")[0])
+    p.add_argument("--corpus", choices=["synthetic", "multi30k"], required=True,
+                   help="multi30k: --data-bin of examples/multi30k/prepare.sh (BLEU on "
+                   "detokenised test_2016_flickr); synthetic: generated in WORKDIR or "
+                   "--data-bin/--raw (BLEU and agreement on test and gen)")
+    p.add_argument("--workdir", required=True, help="checkpoints, logs, outputs, parity.json")
+    p.add_argument("--data-bin", help="the data-bin (required for multi30k)")
+    p.add_argument("--raw", help="synthetic: the folder fairseq-syntax-synthetic wrote")
+    p.add_argument("--multi30k-dir", help="multi30k: prepare.sh's --dest (default: the "
+                   "parent of --data-bin)")
+    p.add_argument("--epochs", type=int, default=3, help="training epochs (default: 3)")
+    p.add_argument("--updates", type=int, default=None, help="also stop after this many updates")
+    p.add_argument("--seed", type=int, default=1, help="training seed (default: 1)")
+    p.add_argument("--embed-dim", type=int, default=256, help="embedding sizes (default: 256)")
+    p.add_argument("--encoder-hidden", type=int, default=256,
+                   help="encoder LSTM size per direction (default: 256)")
+    p.add_argument("--decoder-hidden", type=int, default=512, help="decoder LSTM size (default: 512)")
+    p.add_argument("--dropout", type=float, default=0.3, help="dropout (default: 0.3)")
+    p.add_argument("--lr", type=float, default=0.002, help="Adam learning rate (default: 0.002)")
+    p.add_argument("--clip-norm", type=float, default=5.0, help="gradient clipping (default: 5)")
+    p.add_argument("--label-smoothing", type=float, default=0.1, help="(default: 0.1)")
+    p.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch (default: 4000)")
+    p.add_argument("--backbone-args", default="",
+                   help="more fairseq-train options for the backbone only, e.g. "
+                   "'--init-uniform 0' (PyTorch's default initialisation)")
+    p.add_argument("--gpu", action="store_true", help="train and decode on the GPU")
+    # what prepare_synthetic reads when it generates the corpus
+    for name, value in dict(train_size=20000, valid_size=500, test_size=500, gen_size=500,
+                            corpus_seed=1, vocab_size=1000).items():
+        p.add_argument("--" + name.replace("_", "-"), type=int, default=value,
+                       help=f"synthetic corpus generated in WORKDIR (default: {value})")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = get_parser().parse_args(argv)
+    if args.corpus == "multi30k" and not args.data_bin:
+        get_parser().error("--corpus multi30k needs --data-bin")
+    print(markdown(parity(args)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

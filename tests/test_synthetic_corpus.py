@@ -326,6 +326,21 @@ def test_score_main_long_distance(tmp_path, capsys):
     assert err.value.code == 2 and str(src) in capsys.readouterr().err
 
 
+def test_score_main_bleu_is_sacrebleu_of_the_detokenised_text(tmp_path, capsys):
+    from sacrebleu.metrics import BLEU
+
+    ref, hyp = tmp_path / "ref.vf", tmp_path / "hyp.vf"
+    ref.write_text(f"{LONG_REF}\n{SHORT_REF}\n")
+    hyp.write_text(LONG_REF.replace("videt", "viden") + f"\n{SHORT_REF}\n")
+    assert sc.detokenize("ko vask videt .") == "ko vask videt."
+    assert sc.score_main(["--hyp", str(hyp), "--ref", str(ref), "--bleu"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    expected = BLEU().corpus_score([LONG_REF.replace("videt", "viden")[:-2] + ".", SHORT_REF[:-2] + "."],
+                                   [[LONG_REF[:-2] + ".", SHORT_REF[:-2] + "."]]).score
+    assert lines[1].startswith(f"BLEU (detokenised): {expected:.2f} (nrefs:1|")
+    assert 0 < expected < 100
+
+
 def test_score_main_on_the_gen_split(corpus, capsys):
     out, _ = corpus
     gold = os.path.join(out, "gen.vf")

@@ -514,6 +514,10 @@ def score_split(row: Row, prefix: str, corpus: Corpus, split: Split, gen_out: st
                   "detokenize", "--glue-table", corpus.glue_table, hyp_tok, hyp], log, env)
         hyps = read_lines(hyp)
     refs = read_lines(split.ref_detok)
+    if corpus.name == "synthetic":  # BLEU of the text as written, like Multi30k's
+        from fairseq_syntax.data.synthetic_corpus import detokenize
+
+        hyps, refs = [detokenize(h) for h in hyps], [detokenize(r) for r in refs]
     if len(hyps) != len(refs):
         raise RuntimeError(f"{len(hyps)} translations of {split.subset} but {len(refs)} "
                            f"references in {split.ref_detok} (see {gen_out})")

@@ -50,6 +50,7 @@ def train_command(name: str, databin: str, args, save: str) -> List[str]:
             str(args.label_smoothing), "--optimizer", "adam", "--lr", str(args.lr),
             "--clip-norm", str(args.clip_norm), "--max-tokens", str(args.max_tokens), *budget,
             "--seed", str(args.seed), "--num-workers", "0", "--save-dir", save,
+            "--required-batch-size-multiple", "1",  # fairseq #5036: every valid sentence
             "--no-epoch-checkpoints", "--no-progress-bar", "--log-format", "json",
             "--log-file", os.path.join(save, "train.log.jsonl"), "--log-interval", "50",
             *([] if args.gpu else ["--cpu"])]
@@ -117,8 +118,9 @@ def parity(args) -> dict:
         run_side_by_side(todo, env, args.workdir)
         for name in todo:
             write_atomically(os.path.join(saves[name], "done.json"), json.dumps(commands[name]))
+    splits = {} if args.no_decode else corpus.splits
     generates = {f"{name}.{split}": generate_command(name, corpus.databin, args, saves[name], s.subset)
-                 for name in saves for split, s in corpus.splits.items()}
+                 for name in saves for split, s in splits.items()}
     print("decoding ...", file=sys.stderr, flush=True)
     outs = {}
     for key, cmd in generates.items():
@@ -128,7 +130,7 @@ def parity(args) -> dict:
     summary = {"commands": {n: shlex.join(c) for n, c in commands.items()}, "models": {}}
     for name, save in saves.items():
         row = Row(name, name)
-        for split, s in corpus.splits.items():
+        for split, s in splits.items():
             prefix = "" if split == "test" else split + "_"
             score_split(row, prefix, corpus, s, outs[f"{name}.{split}"],
                         os.path.join(args.workdir, f"{name}.{split}"),
@@ -159,7 +161,8 @@ def markdown(summary: dict) -> str:
         a, b = lstm["scores"].get(key), rnn["scores"].get(key)
         lines.append(f"| {key.replace('_', ' ')} | {'–' if a is None else f'{a:.2f}'} | "
                      f"{'–' if b is None else f'{b:.2f}'} | |")
-    lines.append(f"\nBLEU signature: `{rnn['scores'].get('bleu_signature', '')}`")
+    if "bleu_signature" in rnn["scores"]:
+        lines.append(f"\nBLEU signature: `{rnn['scores']['bleu_signature']}`")
     return "\n".join(lines) + "\n"
 
 
@@ -189,6 +192,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--backbone-args", default="",
                    help="more fairseq-train options for the backbone only, e.g. "
                    "'--init-uniform 0' (PyTorch's default initialisation)")
+    p.add_argument("--no-decode", action="store_true",
+                   help="train only: valid ppl and words/s, no BLEU")
     p.add_argument("--gpu", action="store_true", help="train and decode on the GPU")
     # what prepare_synthetic reads when it generates the corpus
     for name, value in dict(train_size=20000, valid_size=500, test_size=500, gen_size=500,

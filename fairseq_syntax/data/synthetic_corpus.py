@@ -630,6 +630,11 @@ def _read_lines(path: str) -> List[str]:
         return [line.rstrip("\n") for line in f]
 
 
+def detokenize(sentence: str) -> str:
+    """vf text as it is written: the final period attaches to the word before it."""
+    return re.sub(r" +([.])", r"\1", sentence.strip())
+
+
 def score_main(argv: Optional[List[str]] = None) -> int:
     """``fairseq-syntax-score-agreement``: main-verb agreement accuracy of a system output."""
     parser = argparse.ArgumentParser(
@@ -645,6 +650,9 @@ def score_main(argv: Optional[List[str]] = None) -> int:
                         help="gold source trees (e.g. test.en.conllu); also prints the "
                         "accuracy on long-distance sentences (>= 2 attractors between the "
                         "subject head noun and the main verb)")
+    parser.add_argument("--bleu", action="store_true",
+                        help="also print sacreBLEU of the detokenised hypotheses against the "
+                        "detokenised references, with its signature")
     args = parser.parse_args(argv)
     hyps, refs = _read_lines(args.hyp), _read_lines(args.ref)
     if len(hyps) != len(refs):
@@ -672,6 +680,12 @@ def score_main(argv: Optional[List[str]] = None) -> int:
         report = agreement_report(hyps, refs, trees)
         print(f"long-distance agreement accuracy: {report.long_distance_accuracy:.2f} "
               f"({report.long_distance_correct}/{report.long_distance_total})")
+    if args.bleu:
+        from sacrebleu.metrics import BLEU
+
+        bleu = BLEU()
+        score = bleu.corpus_score([detokenize(h) for h in hyps], [[detokenize(r) for r in refs]])
+        print(f"BLEU (detokenised): {score.score:.2f} ({bleu.get_signature()})")
     return 0
 
 

@@ -47,8 +47,9 @@ class RNNDecoder(FairseqIncrementalDecoder):
             nn.LSTMCell(embed_dim + feed_dim if i == 0 else hidden_size, hidden_size)
             for i in range(num_layers)
         )
-        self.init_hidden = nn.Linear(encoder_dim, hidden_size)
-        self.init_cell = nn.Linear(encoder_dim, hidden_size)
+        # as fairseq's lstm: the encoder's final states themselves, projected if sizes differ
+        self.init_hidden = nn.Linear(encoder_dim, hidden_size) if encoder_dim != hidden_size else None
+        self.init_cell = nn.Linear(encoder_dim, hidden_size) if encoder_dim != hidden_size else None
         out_embed_dim = out_embed_dim or feed_dim
         if share_input_output_embed and out_embed_dim != embed_dim:
             raise ValueError(
@@ -61,8 +62,9 @@ class RNNDecoder(FairseqIncrementalDecoder):
             self.fc_out.weight = self.embed_tokens.weight
 
     def initial_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
-        hidden = torch.tanh(self.init_hidden(encoder_out["summary_hidden"]))
-        cell = self.init_cell(encoder_out["summary_cell"])
+        hidden, cell = encoder_out["summary_hidden"], encoder_out["summary_cell"]
+        if self.init_hidden is not None:
+            hidden, cell = self.init_hidden(hidden), self.init_cell(cell)
         bsz = hidden.size(0)
         state = {
             "hidden": hidden.unsqueeze(1).expand(bsz, self.num_layers, -1).contiguous(),

@@ -247,7 +247,7 @@ def test_parameter_parts_of_the_backbone():
     assert output == {"decoder.fc_out.weight", "decoder.fc_out.bias",
                       "decoder.project_out.weight", "decoder.project_out.bias"}
     assert {"decoder.attention.combine.weight", "decoder.attention.score.proj.weight",
-            "decoder.layers.0.weight_hh", "decoder.init_hidden.weight",
+            "decoder.layers.0.weight_hh", "decoder.layers.0.weight_ih",
             "encoder.embed_tokens.weight", "decoder.embed_tokens.weight"} <= alignment
     assert len(output) + len(alignment) == len(list(model.parameters()))
     # Tied input/output embeddings belong to both parts and are frozen under A and T.

@@ -21,6 +21,7 @@ EXPERIMENT = [
     "--valid-size", "40", "--test-size", "37", "--gen-size", "20", "--vocab-size", "120",
     "--methods", "attentional_rnn,sa_nmt_shared", "--updates", "4", "--embed-dim", "16",
     "--encoder-hidden", "16", "--decoder-hidden", "32", "--max-tokens", "800", "--jobs", "2",
+    "--step-time-batches", "2",
 ]
 RECORD_KEYS = {"format", "method", "seed", "settings", "scores", "commands", "wall_seconds",
                "date", "host", "run_dir", "data_bin", "experiment_command"}
@@ -135,6 +136,13 @@ def test_experiment_table_equals_scorers(experiment_run):
         valid = [json.loads(line) for line in _lines(run / "train.log.jsonl")
                  if line.startswith("{") and "valid_ppl" in line]
         assert ppl_cell == f"{float(valid[-1]['valid_ppl']):.2f}"
+        # step time over the backbone's, as fairseq-syntax-step-time measured it
+        if key == "attentional_rnn":
+            assert scores["step_time_ratio"] == 1.0 and "step_time" not in record["commands"]
+        else:
+            measured = json.loads((run / "step_time.json").read_text())
+            assert scores["step_time_ratio"] == measured["sa_nmt_shared"]["cpu_ratio"] > 0
+            assert "--runs attentional_rnn,sa_nmt_shared" in record["commands"]["step_time"]
         if key == "sa_nmt_shared":
             induced = read_conllu_trees(str(run / "induced.test.conllu"))
             tree = score_corpus([t.heads for t in induced], gold)

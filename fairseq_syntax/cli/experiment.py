@@ -82,14 +82,14 @@ USER_DIR_SHELL = '"$(fairseq-syntax-user-dir)"'  # how a reader's shell finds th
 # Per-corpus defaults of the sizes and the budget (CPU-friendly for synthetic; Multi30k as
 # issue 14's anchor: 256-d embeddings, BiLSTM 2 x 256, decoder 512, 12 epochs).
 DEFAULTS = {
-    # the quickstart's sizes; 800 updates: the backbone's valid loss is within 2 % of a
-    # run three times as long (README, Results)
+    # the quickstart's sizes; 800 updates: the backbone's valid loss is within 2 % of the
+    # last of a run three times as long (README, Results)
     "synthetic": dict(updates=800, epochs=None, max_tokens=3000, embed_dim=96,
                       encoder_hidden=128, decoder_hidden=256, dropout=0.1, lr=0.003,
-                      clip_norm=1.0, label_smoothing=0.1),
+                      clip_norm=1.0, label_smoothing=0.1, step_time_batches=0),
     "multi30k": dict(updates=None, epochs=12, max_tokens=4000, embed_dim=256,
                      encoder_hidden=256, decoder_hidden=512, dropout=0.3, lr=0.002,
-                     clip_norm=5.0, label_smoothing=0.1),
+                     clip_norm=5.0, label_smoothing=0.1, step_time_batches=8),
 }
 DEFAULT_METHODS = {
     "synthetic": ",".join([
@@ -148,6 +148,7 @@ class Row:
     ua: Optional[float] = None
     baselines: Dict[str, float] = field(default_factory=dict)
     valid_ppl: Optional[float] = None
+    step_time_ratio: Optional[float] = None
     train_epochs: Optional[int] = None
     train_updates: Optional[int] = None
     train_seconds: Optional[float] = None
@@ -605,6 +606,8 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
                    "--output", os.path.join(save, "induced.test.conllu"), *device_args(args)]
             commands["induced_trees"] = shown(cmd)
             parse_induced(row, run_tool(cmd, log, env))
+        if args.step_time_batches:
+            row.step_time_ratio = step_time_ratio(method, corpus, args, save, log, env, commands)
         results[0] = (row, commands, time.time() - start)
         for key, extra in method.variants:
             t0 = time.time()
@@ -620,6 +623,24 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
         results[-1][0].error = str(err) if isinstance(err, RuntimeError) else \
             f"{type(err).__name__}: {err} (see {log})"
     return results
+
+
+def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str, env,
+                    commands: dict) -> float:
+    """CPU time of a training step of ``method`` over the backbone's, on the same batches
+    (``fairseq-syntax-step-time``, one thread)."""
+    spec = method.arch + ("" if method.criterion == "label_smoothed_cross_entropy"
+                          else "+" + method.criterion)
+    if spec == BACKBONE:
+        return 1.0
+    out = os.path.join(save, "step_time.json")
+    cmd = ["fairseq-syntax-step-time", corpus.databin, "--runs", f"{BACKBONE},{spec}",
+           "--model-args", shlex.join(size_args(args)), "--batches", str(args.step_time_batches),
+           "--rounds", "1", "--max-tokens", str(args.max_tokens), "--json", out]
+    commands["step_time"] = shown(cmd)
+    run_tool(cmd, log, env)
+    with open(out) as f:
+        return json.load(f)[spec]["cpu_ratio"]
 
 
 def parse_induced(row: Row, text: str) -> None:
@@ -795,6 +816,7 @@ COLUMNS = {
     "multi30k": [
         ("BLEU", ["bleu"], 2), ("chrF", ["chrf"], 2), ("RIBES", ["ribes"], 2),
         ("valid ppl", ["valid_ppl"], 2), ("DA / UA", ["da", "ua"], 1),
+        ("step time", ["step_time_ratio"], 2),
     ],
 }
 
@@ -1054,6 +1076,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-smoothing", type=float,
                    help="label smoothing of the cross-entropy criterions, not BlackOut "
                    "(default: 0.1)")
+    p.add_argument("--step-time-batches", type=int, default=None,
+                   help="training batches on which each method's step time is compared with "
+                   "the backbone's (fairseq-syntax-step-time, CPU seconds; default: multi30k "
+                   "8, synthetic 0 = not measured)")
     p.add_argument("--gpu", action="store_true",
                    help="train and decode on the GPU (default: CPU, --cpu to every tool)")
     p.add_argument("--jobs", type=int, default=1,

@@ -14,6 +14,7 @@ A run is ``ARCH`` or ``ARCH+CRITERION`` (default criterion ``cross_entropy``);
 Example: ``fairseq-syntax-step-time data-bin --runs attentional_rnn,tree2seq``
 """
 import argparse
+import json
 import random
 import shlex
 import sys
@@ -97,6 +98,8 @@ def get_parser():
     p.add_argument("--rounds", type=int, default=2, help="counted rounds (one warm-up round more)")
     p.add_argument("--max-tokens", type=int, default=4000, help="tokens per batch")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--json", metavar="FILE", help="also write the seconds per step of every "
+                   "run and the ratios to the first as JSON")
     return p
 
 
@@ -111,6 +114,12 @@ def main(argv=None):
     print(f"{args.batches} batches of at most {args.max_tokens} tokens x {args.rounds} rounds, "
           f"{args.threads} thread(s), model args: {args.model_args}\n")
     print(markdown(totals, args.batches * args.rounds))
+    if args.json:
+        steps, base = args.batches * args.rounds, totals[specs[0]]
+        with open(args.json, "w") as f:
+            json.dump({spec: {"cpu_per_step": t["cpu"] / steps, "wall_per_step": t["wall"] / steps,
+                              "cpu_ratio": t["cpu"] / base["cpu"], "wall_ratio": t["wall"] / base["wall"]}
+                       for spec, t in totals.items()}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,8 @@ def train_command(name: str, databin: str, args, save: str) -> List[str]:
 
 
 def generate_command(name: str, databin: str, args, save: str, subset: str) -> List[str]:
-    task = model_args(name, args)[:model_args(name, args).index("--arch")]
+    options = model_args(name, args)
+    task = options[:options.index("--arch")]  # --user-dir and --task
     return ["fairseq-generate", databin, *task, "--path", os.path.join(save, "checkpoint_last.pt"),
             "--gen-subset", subset, *DECODING, *([] if args.gpu else ["--cpu"]),
             "--required-batch-size-multiple", "1"]  # fairseq #5036: keep the last batch

@@ -6,8 +6,8 @@ The ``attentional_rnn`` backbone plus
   binary phrase tree (``--task syntax_translation`` loads the data-bin's ``tree``
   side-file as ``src_tree``), whose leaves are the sequential encoder's states;
 * decoder initialisation (eq. 12): another Tree-LSTM unit over (last sequential state,
-  root phrase state) gives ``summary_hidden``/``summary_cell``, from which the backbone's
-  decoder computes its initial state as usual (``h_0 = tanh(W_h s)``, ``c_0 = W_c s_c``);
+  root phrase state) gives ``summary_hidden``/``summary_cell``, and the backbone's
+  decoder starts from them as usual (projected only when sizes differ);
 * attention over the ``n`` words and the ``n - 1`` phrases (eq. 13), see
   :class:`~fairseq_syntax.modules.phrase_attention.PhraseAttentionLayer`; alignments
   (``--print-alignment``, ``extra["attn"]``) report the word columns only.

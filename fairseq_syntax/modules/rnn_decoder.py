@@ -19,9 +19,9 @@ class RNNDecoder(FairseqIncrementalDecoder):
     ``p(y_t) = softmax(W_s h̃_t)``, with ``W_s`` factored through ``out_embed_dim`` when
     that differs from ``h̃``'s size (fairseq lstm's ``additional_fc``). Dropout follows
     fairseq's lstm: on ``h̃_t`` before input feeding and the output layer, and after the
-    projection. The initial state is ``h_0 = tanh(W_h s)``,
-    ``c_0 = W_c s_c`` from the encoder's ``summary_hidden``/``summary_cell`` (the same for
-    every layer).
+    projection. The initial state ``(h_0, c_0)`` of every layer is the encoder's
+    ``summary_hidden``/``summary_cell``, projected only when its size differs from the
+    decoder's, as in fairseq's lstm.
 
     The decoder state (LSTM states, ``h̃``, and the attention module's own state) is one
     flat dict of batch-first tensors, cached in the incremental state and reordered for
@@ -47,9 +47,9 @@ class RNNDecoder(FairseqIncrementalDecoder):
             nn.LSTMCell(embed_dim + feed_dim if i == 0 else hidden_size, hidden_size)
             for i in range(num_layers)
         )
-        # as fairseq's lstm: the encoder's final states themselves, projected if sizes differ
-        self.init_hidden = nn.Linear(encoder_dim, hidden_size) if encoder_dim != hidden_size else None
-        self.init_cell = nn.Linear(encoder_dim, hidden_size) if encoder_dim != hidden_size else None
+        project = encoder_dim != hidden_size  # else the encoder's final states themselves
+        self.init_hidden = nn.Linear(encoder_dim, hidden_size) if project else None
+        self.init_cell = nn.Linear(encoder_dim, hidden_size) if project else None
         out_embed_dim = out_embed_dim or feed_dim
         if share_input_output_embed and out_embed_dim != embed_dim:
             raise ValueError(

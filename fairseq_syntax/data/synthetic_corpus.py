@@ -9,9 +9,11 @@ Source language (``en``)
     An English fragment from a small grammar: ``S -> NP V NP "."``, where a noun phrase
     is ``Det Adj* N`` optionally followed by *one* modifier, either a prepositional
     phrase (``near the cats``) or a subject relative clause (``that chased the bird``),
-    whose noun phrases may again carry a modifier, up to :data:`MAX_DEPTH` levels.
-    Because each noun takes at most one modifier, every sentence has exactly one
-    parse. Verbs are in the past tense (``saw``, ``chased``), so **the English verb
+    whose noun phrases may again carry a modifier, up to :data:`MAX_DEPTH` levels. A
+    quarter of the sentences (:data:`P_FRONTED`) open with a fronted PP (``near the cats
+    the dog saw the bird .``, ``obl`` of the verb) whose nouns have the other number, so
+    the subject head is not simply the first noun. Because each noun takes at most one
+    modifier, every sentence has exactly one parse. Verbs are in the past tense (``saw``, ``chased``), so **the English verb
     form carries no number**: "the dog saw" and "the dogs saw" share their verb.
 
 Target language (``vf``, "verb-final")
@@ -20,8 +22,8 @@ Target language (``vf``, "verb-final")
     relative clauses are verb-final too (``REL object-NP verb``), adjectives precede
     the noun, modifiers (PPs, relative clauses) follow it, and adpositions are
     postpositions (``NP pres`` = "near NP"). Determiners and nouns mark number
-    (``ko vask`` "the dog", ``kos vaski`` "the dogs") and **every verb agrees in number
-    with its own subject**: the main verb with the head noun of the main subject, a
+    (``ko vask`` "the dog", ``kos vaski`` "the dogs"), a fronted PP stays in front
+    (``kos mirni pres``), and **every verb agrees in number with its own subject**: the main verb with the head noun of the main subject, a
     relative-clause verb with the noun the clause modifies (``vid-et`` singular,
     ``vid-en`` plural).
 
@@ -31,7 +33,7 @@ Why it is syntax-sensitive
     the verb stand PPs and relative clauses whose nouns usually have the *other*
     number (attractors, see :data:`P_ATTRACTOR`), and in the target the whole object
     noun phrase stands between the subject and the verb as well. A model that copies
-    the number of the closest noun gets agreement wrong; one that follows the tree
+    the number of the closest (or of the first) noun gets agreement wrong; one that follows the tree
     (``nsubj`` of the root, ``acl:relcl`` to the modified noun) gets it right.
     :func:`agreement_accuracy` measures this on the main verb.
 
@@ -39,13 +41,14 @@ Generalisation split (``gen``)
     The in-distribution splits are easy (a plain model reaches ~100 % agreement), so
     :func:`generate_gen_pairs` draws a harder set from the same lexicon with
     :data:`GENERALISATION` parameters: noun phrases nest up to 4 levels (training: 2),
-    the subject always has a modifier, nested modifiers are likely and every noun inside
-    the subject has the other number than its head (attractor probability 1). Only
-    sentences longer than any the training grammar can produce
-    (:func:`max_source_length`, 34 words) are kept, so gen is disjoint from
+    the subject always has a modifier, every sentence opens with a fronted PP, nested
+    modifiers are likely and every noun of the fronted PP and of the subject has the
+    other number than the subject head (attractor probability 1). Only sentences longer
+    than any the training grammar can produce (:func:`max_source_length`, 45 words) are
+    kept, so gen is disjoint from
     train/valid/test. Its seed is the corpus seed + :data:`GEN_SEED_OFFSET` (1000003).
     :func:`agreement_report` splits agreement accuracy by long-distance sentences (at
-    least 2 attractors between the subject head noun and the main verb).
+    least 2 attractors: nouns of the other number before the main verb).
 
 Files (per split ``S`` in train/valid/test/gen, see :func:`generate_corpus`):
 ``S.en``, ``S.vf`` (one whitespace-tokenised sentence per line), ``S.en.conllu`` (gold
@@ -130,6 +133,7 @@ P_NESTED_MODIFIER = 0.3  #: an embedded noun phrase has a modifier
 P_RELATIVE = 0.5  #: a modifier is a relative clause (else a PP)
 P_ATTRACTOR = 0.75  #: a noun inside the subject has the other number than its head
 P_DEFINITE = 0.6
+P_FRONTED = 0.25  #: the sentence opens with a fronted PP whose nouns are attractors
 ADJECTIVE_COUNT_WEIGHTS = (0.6, 0.3, 0.1)  #: weights for 0, 1, 2 adjectives
 
 
@@ -144,23 +148,25 @@ class GrammarParams:
     p_relative: float = P_RELATIVE
     p_attractor: float = P_ATTRACTOR
     p_definite: float = P_DEFINITE
+    p_fronted: float = P_FRONTED
     adjective_count_weights: Tuple[float, ...] = ADJECTIVE_COUNT_WEIGHTS
 
 
 DEFAULT_PARAMS = GrammarParams()
 #: the gen split: deeper nesting, a modifier on every subject, every subject noun an attractor
 GENERALISATION = GrammarParams(max_depth=4, p_subject_modifier=1.0, p_nested_modifier=0.8,
-                               p_attractor=1.0)
+                               p_attractor=1.0, p_fronted=1.0)
 GEN_SEED_OFFSET = 1000003  #: the gen split's seed is the corpus seed + this
 
 
 def max_source_length(params: GrammarParams = DEFAULT_PARAMS) -> int:
     """Upper bound of the source length (words) that ``params`` can produce."""
     np_words = 2 + len(params.adjective_count_weights) - 1  # Det Adj* N
-    longest = np_words
+    longest = [np_words]  # longest[k]: a noun phrase with k levels of modifiers below it
     for _ in range(params.max_depth):  # the longest modifier: "that V NP"
-        longest = np_words + 2 + longest
-    return 2 * longest + 2  # subject V object "."
+        longest.append(np_words + 2 + longest[-1])
+    fronted = 1 + longest[-2] if params.p_fronted > 0 else 0  # "P NP", the NP at depth 1
+    return fronted + 2 * longest[-1] + 2  # [fronted PP] subject V object "."
 
 
 def _vf_noun(stem: str, number: str) -> str:
@@ -265,6 +271,7 @@ class Sentence:
     verb: Word
     obj: NounPhrase
     punct: Word
+    fronted: Optional[PrepPhrase] = None
 
 
 @dataclass
@@ -351,7 +358,13 @@ class _Generator:
         _attach(subject.noun, verb, "nsubj")
         _attach(obj.noun, verb, "obj")
         punct = _attach(Word(*PUNCT, "PUNCT", "."), verb, "punct")
-        return Sentence(subject, verb, obj, punct)
+        fronted = None
+        if self.rng.random() < self.params.p_fronted:
+            en, vf = self.rng.choice(PREPOSITIONS)
+            np = self.embedded_np(1, attract_from=number)
+            _attach(np.noun, verb, "obl")
+            fronted = PrepPhrase(_attach(Word(en, vf, "ADP", en), np.noun, "case"), np)
+        return Sentence(subject, verb, obj, punct, fronted)
 
 
 # ----------------------------------------------------------------------------------
@@ -378,8 +391,12 @@ def _vf_np(np: NounPhrase) -> List[Word]:
 
 
 def _to_pair(sentence: Sentence) -> SyntheticPair:
-    src = [*_en_np(sentence.subject), sentence.verb, *_en_np(sentence.obj), sentence.punct]
-    tgt = [*_vf_np(sentence.subject), *_vf_np(sentence.obj), sentence.verb, sentence.punct]
+    src, tgt = [], []
+    if sentence.fronted is not None:  # "near the cats" / "kos mirni pres"
+        src, tgt = [sentence.fronted.prep, *_en_np(sentence.fronted.np)], [
+            *_vf_np(sentence.fronted.np), sentence.fronted.prep]
+    src += [*_en_np(sentence.subject), sentence.verb, *_en_np(sentence.obj), sentence.punct]
+    tgt += [*_vf_np(sentence.subject), *_vf_np(sentence.obj), sentence.verb, sentence.punct]
     src_index = {id(w): i for i, w in enumerate(src)}
     tgt_index = {id(w): j for j, w in enumerate(tgt)}
     return SyntheticPair(
@@ -533,17 +550,18 @@ def agreement_accuracy(hypotheses: List[str], references: List[str]) -> float:
 def attractors(words: Sequence[str], heads: Sequence[int]) -> int:
     """Attractors of a source tree (0-based ``heads``, -1 for the root).
 
-    The subject head noun is the leftmost dependent of the root (the main verb) that is
-    an English noun form; the attractors are the nouns strictly between it and the
-    root, in word order, whose number differs from the subject head noun's. 0 when the
-    root has no noun dependent to its left.
+    The subject head noun is the dependent of the root (the main verb) closest to its
+    left that is an English noun form (a fronted PP's noun is farther left); the
+    attractors are the other nouns before the root whose number differs from the
+    subject head noun's: those between subject and verb and those of a fronted PP. 0
+    when the root has no noun dependent to its left.
     """
     root = list(heads).index(-1)
     subjects = [i for i in range(root) if heads[i] == root and source_noun_number(words[i])]
     if not subjects:
         return 0
-    number = source_noun_number(words[subjects[0]])
-    return sum(source_noun_number(w) not in (None, number) for w in words[subjects[0] + 1:root])
+    number = source_noun_number(words[subjects[-1]])
+    return sum(source_noun_number(w) not in (None, number) for w in words[:root])
 
 
 LONG_DISTANCE_ATTRACTORS = 2  #: a sentence is long-distance with at least this many attractors
@@ -648,8 +666,8 @@ def score_main(argv: Optional[List[str]] = None) -> int:
                         help="reference vf sentences, one per line (e.g. test.vf)")
     parser.add_argument("--src-conllu", metavar="FILE",
                         help="gold source trees (e.g. test.en.conllu); also prints the "
-                        "accuracy on long-distance sentences (>= 2 attractors between the "
-                        "subject head noun and the main verb)")
+                        "accuracy on long-distance sentences (>= 2 attractors: nouns before the "
+                        "main verb with the other number than the subject head noun)")
     parser.add_argument("--bleu", action="store_true",
                         help="also print sacreBLEU of the detokenised hypotheses against the "
                         "detokenised references, with its signature")

@@ -54,44 +54,125 @@ def fixed_distribution_model(probs):
     for token, p in probs.items():
         logits[token] = math.log(p)
     model.decoder.output_layer = lambda features: logits.expand(*features.shape[:2], vocab).clone()
+    model.fixed_log_probs = torch.log_softmax(logits.double(), dim=-1).tolist()
     return model
 
 
-def test_prior_is_added_to_finished_hypotheses_and_changes_the_choice():
+def source_lengths(src, tgt_dict):
+    return (src.ne(tgt_dict.eos()) & src.ne(tgt_dict.pad())).sum(1).tolist()
+
+
+def reference_beam(log_probs, eos, pad, beam, max_len, log_prior, weight=1.0, min_len=1):
+    """fairseq's beam search written out for a context-free model, with eq. 16 on the eos
+    candidates: at step t, ending after t tokens scores ``cum + log p(eos) + w log_prior(t)``.
+    The best 2 * beam candidates; the eos ones among the first ``beam`` finish; the first
+    ``beam`` others go on; stop once ``beam`` have finished or at ``max_len``.
+    Returns the finished hypotheses as (score, length), best first."""
+    live, finished = [((), 0.0)], []
+    for t in range(max_len + 1):
+        cands = []
+        for tokens, score in live:
+            for token, lp in enumerate(log_probs):
+                if token == pad or (token == eos and t < min_len) or (token != eos and t >= max_len):
+                    continue
+                bonus = weight * log_prior(t) if token == eos else 0.0
+                cands.append((score + lp + bonus, token == eos, tokens + (token,)))
+        cands = sorted(cands, key=lambda c: -c[0])[:2 * beam]
+        for score, ends, tokens in cands[:beam]:
+            if ends and len(finished) < beam:
+                finished.append((score, t))
+        if len(finished) == beam or t == max_len:
+            break
+        live = [(tokens, score) for score, ends, tokens in cands if not ends][:beam]
+    return sorted(finished, key=lambda f: -f[0])
+
+
+def decode(generator_cls, model, src, lengths, **options):
+    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
+    return generator_cls([model], model.decoder.dictionary, **options).generate([model], sample)
+
+
+def test_the_prior_decides_which_hypotheses_finish():
+    """Worked example: eos is the likeliest token, so the plain beam ends both its
+    hypotheses after one token and stops; re-ranking those could only pick a length-1
+    output. The prior (all training targets of this source length have 4 tokens) makes
+    ending after 1, 2 or 3 tokens lose to going on, and the beam ends at length 4."""
     eos = 2
-    model = fixed_distribution_model({4: 0.5, 5: 0.3, eos: 0.2})
+    model = fixed_distribution_model({4: 0.25, 5: 0.15, eos: 0.6})
     tgt_dict = model.decoder.dictionary
     src, lengths, _ = random_batch(model, bsz=1)
-    sample = {"net_input": {"src_tokens": src, "src_lengths": lengths}}
-    src_lens = (src.ne(eos) & src.ne(tgt_dict.pad())).sum(1).tolist()
-    options = dict(beam_size=5, max_len_b=12, normalize_scores=False)
-    plain = SequenceGenerator([model], tgt_dict, **options).generate([model], sample)
-    for sent, hypos in enumerate(plain):
-        lengths_found = sorted({len(h["tokens"]) - 1 for h in hypos})
-        assert len(lengths_found) > 1, lengths_found  # the beam finished hypotheses of several lengths
-        best = len(hypos[0]["tokens"]) - 1
-        # the runner-up of another length (here the beam finishes lengths 1 and 2 and then
-        # the max-length ones)
-        wanted = next(len(h["tokens"]) - 1 for h in hypos if len(h["tokens"]) - 1 != best)
-        counts = {src_lens[sent]: {wanted: 1000, best: 1}}
+    n = source_lengths(src, tgt_dict)[0]
+    prior = LengthPrior({n: {4: 1000}})
+    options = dict(beam_size=2, max_len_b=10, normalize_scores=False)
+    plain = decode(SequenceGenerator, model, src, lengths, **options)[0]
+    assert [len(h["tokens"]) - 1 for h in plain] == [1, 1]  # [4, eos] and [5, eos]
+    with_prior = decode(LengthPriorSequenceGenerator, model, src, lengths, length_prior=prior, **options)[0]
+    assert [len(h["tokens"]) - 1 for h in with_prior] == [4, 4]
+    best = with_prior[0]
+    assert best["tokens"].tolist() == [4, 4, 4, 4, eos]
+    # eq. 16 by hand: 4 log 0.25 + log 0.6 + log p(4 | n)
+    log_p4 = prior.log_prob(n, 4)
+    assert best["score"].item() == pytest.approx(4 * math.log(0.25) + math.log(0.6) + log_p4, abs=1e-5)
+    assert best["length_prior"].item() == pytest.approx(log_p4)
+
+
+def test_fairseq_beam_with_the_prior_on_eos_candidates_equals_the_reference():
+    """Random context-free models and length tables, a batch whose sentences finish at
+    different steps: finished scores and lengths equal :func:`reference_beam`; each score is
+    the model's token log-probabilities plus the prior (eq. 16)."""
+    eos, pad = 2, 1
+    g = torch.Generator().manual_seed(0)
+    changed = pruned = 0
+    for trial in range(6):
+        weights = torch.rand(5, generator=g) + 0.05
+        weights[-1] += 1.0  # eos likely enough that the plain beam ends early
+        probs = dict(zip([4, 5, 6, 7, eos], (weights / weights.sum()).tolist()))
+        model = fixed_distribution_model(probs)
+        tgt_dict = model.decoder.dictionary
+        src, lengths, _ = random_batch(model, bsz=3, seed=trial)
+        ns = source_lengths(src, tgt_dict)
+        assert len(set(ns)) == 3
+        counts = {n: {int(m): int(c) for m, c in zip(torch.randint(1, 9, (2,), generator=g),
+                                                     torch.randint(1, 50, (2,), generator=g))}
+                  for n in ns}
         prior = LengthPrior(counts)
-        generator = LengthPriorSequenceGenerator([model], tgt_dict, length_prior=prior, **options)
-        with_prior = generator.generate([model], {"net_input": {"src_tokens": src[sent:sent + 1],
-                                                               "src_lengths": lengths[sent:sent + 1]}})[0]
-        assert len(with_prior[0]["tokens"]) - 1 == wanted
-        by_tokens = {tuple(h["tokens"].tolist()): h for h in hypos}
-        for hypo in with_prior:
-            m = len(hypo["tokens"]) - 1
-            before = by_tokens[tuple(hypo["tokens"].tolist())]
-            log_p = prior.log_prob(src_lens[sent], m)
-            assert hypo["length_prior"].item() == pytest.approx(log_p)
-            assert hypo["score"].item() == pytest.approx(before["score"].item() + log_p, abs=1e-5)
-            assert torch.allclose(hypo["positional_scores"], before["positional_scores"])
-        weighted = LengthPriorSequenceGenerator([model], tgt_dict, length_prior=prior,
-                                                length_prior_weight=0.0, **options)
-        unchanged = weighted.generate([model], {"net_input": {"src_tokens": src[sent:sent + 1],
-                                                             "src_lengths": lengths[sent:sent + 1]}})[0]
-        assert len(unchanged[0]["tokens"]) - 1 == best
+        beam, weight = 2 + trial % 3, [1.0, 0.5, 2.0][trial % 3]
+        options = dict(beam_size=beam, max_len_b=9, normalize_scores=False)
+        hypos = decode(LengthPriorSequenceGenerator, model, src, lengths, length_prior=prior,
+                       length_prior_weight=weight, **options)
+        for sent, n in enumerate(ns):
+            expected = reference_beam(model.fixed_log_probs, eos, pad, beam, 9,
+                                      lambda t: prior.log_prob(n, t), weight)
+            got = [(h["score"].item(), len(h["tokens"]) - 1) for h in hypos[sent]]
+            assert [m for _, m in got] == [m for _, m in expected], (trial, sent)
+            assert [s for s, _ in got] == pytest.approx([s for s, _ in expected], abs=1e-4)
+            plain = reference_beam(model.fixed_log_probs, eos, pad, beam, 9, lambda t: 0.0, 0.0)
+            changed += [m for _, m in plain] != [m for _, m in expected]
+            for hypo in hypos[sent]:
+                m = len(hypo["tokens"]) - 1
+                model_lp = [model.fixed_log_probs[t] for t in hypo["tokens"].tolist()]
+                assert hypo["positional_scores"].tolist() == pytest.approx(model_lp, abs=1e-5)
+                assert hypo["length_prior"].item() == pytest.approx(prior.log_prob(n, m))
+                assert hypo["score"].item() == pytest.approx(sum(model_lp) + weight * prior.log_prob(n, m),
+                                                             abs=1e-4)
+        # sentences left the batch at different steps (LengthPriorBeamSearch.prune_sentences)
+        pruned += len({max(len(h["tokens"]) for h in sent_hypos) for sent_hypos in hypos}) > 1
+    assert changed >= 12 and pruned >= 3, (changed, pruned)
+
+
+def test_contradictory_options_are_refused():
+    from fairseq.search import Sampling
+
+    model = fixed_distribution_model({4: 0.5, 2: 0.5})
+    tgt_dict = model.decoder.dictionary
+    prior = LengthPrior(COUNTS)
+    with pytest.raises(ValueError, match="normalize_scores=False"):
+        LengthPriorSequenceGenerator([model], tgt_dict, length_prior=prior, normalize_scores=True)
+    with pytest.raises(ValueError, match="--lenpen 0.6 with --length-prior"):
+        LengthPriorSequenceGenerator([model], tgt_dict, length_prior=prior, len_penalty=0.6)
+    with pytest.raises(ValueError, match="not Sampling"):
+        LengthPriorSequenceGenerator([model], tgt_dict, length_prior=prior,
+                                     search_strategy=Sampling(tgt_dict, sampling_topk=3))
 
 
 # ----------------------------------------------------------------------- command line
@@ -115,20 +196,27 @@ def hypotheses(stdout):
 
 
 def test_generate_adds_the_data_bin_prior(synthetic_databin, backbone_blackout_checkpoint):
-    base = generate_args(synthetic_databin, backbone_blackout_checkpoint, extra=["--unnormalized", "--max-len-b", "25"])
-    src, plain = hypotheses(run_cli(base).stdout)
-    _, prior_hyps = hypotheses(run_cli(base + ["--length-prior"]).stdout)
-    assert plain.keys() == prior_hyps.keys() == src.keys() and len(src) > 30
+    base = generate_args(synthetic_databin, backbone_blackout_checkpoint, extra=["--max-len-b", "25"])
+    src, plain = hypotheses(run_cli(base + ["--unnormalized"]).stdout)
+    out = run_cli(base + ["--length-prior"]).stdout  # implies --unnormalized
+    _, prior_hyps = hypotheses(out)
+    token_scores = {int(i): [float(x) for x in p.split()] for i, p in re.findall(r"^P-(\d+)\t(.*)$", out, re.M)}
+    assert plain.keys() == prior_hyps.keys() == token_scores.keys() == src.keys() and len(src) > 30
     prior = LengthPrior(load_length_counts(str(synthetic_databin)))
     manifest = json.loads((synthetic_databin / "syntax_manifest.json").read_text())
     assert manifest["length_counts"]  # the statistics the prior is made of
+    for i in src:
+        # eq. 16, printed in base 2: the unnormalised sum of the token log-probabilities
+        # (P- line, eos included, 4 decimals each) plus log p(len(y) | len(x))
+        m = len(prior_hyps[i][1])
+        assert len(token_scores[i]) == m + 1
+        log_p = prior.log_prob(len(src[i]), m)
+        assert prior_hyps[i][0] == pytest.approx(sum(token_scores[i]) + log_p / math.log(2), abs=3e-3)
     same = [i for i in src if plain[i][1] == prior_hyps[i][1]]
     assert same
     for i in same:
         log_p = prior.log_prob(len(src[i]), len(plain[i][1]))
-        # fairseq-generate prints scores in base 2
         assert prior_hyps[i][0] == pytest.approx(plain[i][0] + log_p / math.log(2), abs=1e-3)
-    for i in src:  # the prior never makes the chosen hypothesis worse under the new score
-        m_plain, m_prior = len(plain[i][1]), len(prior_hyps[i][1])
-        new_of_plain = plain[i][0] + prior.log_prob(len(src[i]), m_plain) / math.log(2)
-        assert prior_hyps[i][0] >= new_of_plain - 1e-3 or m_plain == m_prior
+    refused = run_cli(base + ["--length-prior", "--lenpen", "0.6"], check=False)
+    assert refused.returncode != 0
+    assert "--lenpen 0.6 with --length-prior" in refused.stderr, refused.stderr[-2000:]

@@ -4,8 +4,8 @@
 ``length_counts``: ``{src_len: {tgt_len: count}}`` over the training pairs, lengths in
 subword tokens without eos (keys are strings). :class:`LengthPrior` turns them into a
 smoothed conditional distribution; the beam search of
-:mod:`fairseq_syntax.modules.length_prior_generator` adds its log to a hypothesis'
-score when the hypothesis ends (eq. 16).
+:mod:`fairseq_syntax.modules.length_prior_generator` adds its log to the score of each
+candidate that ends a hypothesis, before the beam's top-k (eq. 16).
 
 Smoothing (the paper does not say what it does for unseen pairs; its statistics came from
 one million pairs). With ``c(n, m)`` the count of source length ``n`` with target length

@@ -1,59 +1,130 @@
 """Beam search with a target-length prior (Eriguchi et al. 2016, eqs. 16-17).
 
-``score(x, y) = Σ_j log p(y_j | y_<j, x) + w · log p(len(y) | len(x))``: fairseq's
-:class:`~fairseq.sequence_generator.SequenceGenerator` computes a finished hypothesis'
-score in ``finalize_hypos`` (sum of token log-probs, including eos, divided by
-``(len + 1) ** lenpen`` unless ``--unnormalized``); the subclasses here add
-``w · log p(len(y) | len(x))`` to that score right after, for the hypotheses the call
-finished. Lengths are in subword tokens without eos, as in the statistics
-(:mod:`fairseq_syntax.data.length_prior`): ``len(x)`` counts the source tokens other than
-eos and padding, ``len(y)`` is the decoding step at which eos was chosen.
+``score(x, y) = Σ_j log p(y_j | y_<j, x) + w · log p(len(y) | len(x))`` (eq. 16, with the
+paper's ``w = 1``; eq. 17 is the prior, :mod:`fairseq_syntax.data.length_prior`). The
+prior is part of the beam search, not a re-ranking of what it finished: at step ``t`` the
+candidate that ends a hypothesis (eos after ``t`` tokens, ``len(y) = t``) gets
+``w · log p(t | len(x))`` added to its score *before* fairseq's top-k over the candidates
+(:class:`LengthPriorBeamSearch`, fairseq's ``Search.step`` hook). So an eos at an unlikely
+length need not enter the top ``beam`` candidates and the hypothesis goes on, and the
+search stops only once ``beam`` hypotheses have ended at lengths the prior does not rule
+out. Hypotheses that go on are scored as before: their length is not known yet.
 
-Interplay with length normalisation: the prior is added *after* fairseq's normalisation,
-so its weight does not shrink with the hypothesis length. The paper's score (eq. 16:
-unnormalised sum plus the prior, ``w = 1``) is ``--length-prior --unnormalized``; with
-fairseq's default normalisation the prior is added to the average log-probability per
-token, where it weighs relatively more (lower ``--length-prior-weight`` then).
-
-The prior re-ranks the hypotheses that the beam finishes; it does not change which
-hypotheses the beam search keeps while they are unfinished (their length is not yet
-known), as in the paper, where the penalty is part of a candidate's final score.
-``positional_scores`` stay the model's token log-probabilities; each hypothesis also
-gets ``length_prior`` (the unweighted ``log p``).
+Scores are unnormalised sums as in eq. 16: the generator refuses fairseq's length
+normalisation (``normalize_scores=True``) and ``len_penalty != 1``, which only acts on
+normalised scores; ``--length-prior`` implies ``--unnormalized`` (the task's
+``build_generator``). Lengths are in subword tokens without eos, as in the statistics:
+``len(x)`` counts the source tokens other than eos and padding. ``positional_scores`` stay
+the model's token log-probabilities (the prior is taken off the eos position), so a
+hypothesis' ``score`` is ``sum(positional_scores) + w · length_prior``, ``length_prior``
+being the unweighted ``log p`` the hypothesis also carries.
 """
 from typing import Dict, List
 
 import torch
+from fairseq.search import BeamSearch
 from fairseq.sequence_generator import SequenceGenerator, SequenceGeneratorWithAlignment
 from torch import Tensor
 
 from fairseq_syntax.data.length_prior import LengthPrior
 
 
-class LengthPriorMixin:
-    """Adds ``weight · log p(len(y) | len(x))`` to the score of every finished hypothesis."""
+class LengthPriorBeamSearch(BeamSearch):
+    """fairseq's :class:`~fairseq.search.BeamSearch` whose eos candidates get
+    ``weight · log p(step | len(x))`` before the top-k (eqs. 16-17).
 
-    def __init__(self, *args, length_prior: LengthPrior, length_prior_weight: float = 1.0, **kwargs):
-        super().__init__(*args, **kwargs)
+    :meth:`start` takes the batch's source lengths (eos and padding excluded); fairseq calls
+    :meth:`prune_sentences` when finished sentences leave the batch, which keeps them in step
+    with the rows of ``lprobs``.
+    """
+
+    def __init__(self, tgt_dict, length_prior: LengthPrior, weight: float = 1.0):
+        super().__init__(tgt_dict)
+        self.length_prior = length_prior
+        self.weight = float(weight)
+        self.source_lengths = torch.zeros(0, dtype=torch.long)
+
+    def start(self, source_lengths: Tensor):
+        """The source lengths (no eos, no padding) of the batch about to be decoded."""
+        self.source_lengths = source_lengths.detach().long().cpu()
+
+    def prune_sentences(self, batch_idxs: Tensor):
+        super().prune_sentences(batch_idxs)
+        self.source_lengths = self.source_lengths[batch_idxs.cpu()]
+
+    def log_prior(self, step: int) -> Tensor:
+        """``log p(step | len(x))`` for each sentence still in the batch."""
+        return torch.tensor([self.length_prior.log_prob(n, step) for n in self.source_lengths.tolist()])
+
+    def step(self, step: int, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None,
+             candidate_multiple: int = 2):
+        bsz = lprobs.size(0)
+        if bsz != self.source_lengths.numel():
+            raise RuntimeError(
+                f"LengthPriorBeamSearch has {self.source_lengths.numel()} source lengths for a "
+                f"batch of {bsz}: call start(source_lengths) before each batch"
+            )
+        lprobs = lprobs.clone()  # the generator's buffer stays the model's log-probabilities
+        lprobs[:, :, self.eos] += self.weight * self.log_prior(step).to(lprobs).unsqueeze(1)
+        return super().step(step, lprobs, scores, prev_output_tokens, original_batch_idxs,
+                            candidate_multiple)
+
+
+class LengthPriorMixin:
+    """A SequenceGenerator whose beam search is :class:`LengthPriorBeamSearch`.
+
+    Only fairseq's plain beam search can take the prior: ``search_strategy`` must be ``None``
+    or a :class:`~fairseq.search.BeamSearch` (what fairseq builds without ``--sampling``,
+    ``--diverse-beam-groups``, ``--match-source-len``, ``--diversity-rate`` or
+    ``--constraints``); scores are unnormalised (see the module doc).
+    """
+
+    def __init__(self, models, tgt_dict, *, length_prior: LengthPrior, length_prior_weight: float = 1.0,
+                 normalize_scores: bool = False, len_penalty: float = 1.0, search_strategy=None, **kwargs):
+        if normalize_scores:
+            raise ValueError(
+                "the length prior scores hypotheses by unnormalised sums (Eriguchi et al. 2016, "
+                "eq. 16): pass normalize_scores=False (--length-prior implies --unnormalized)"
+            )
+        if len_penalty != 1:
+            raise ValueError(
+                f"--lenpen {len_penalty} with --length-prior: the length prior's scores are "
+                "unnormalised (eq. 16), where fairseq's --lenpen has no effect; drop --lenpen, "
+                "or decode without --length-prior"
+            )
+        if search_strategy is not None and type(search_strategy) is not BeamSearch:
+            raise ValueError(
+                f"--length-prior adds the prior inside fairseq's plain beam search, not "
+                f"{type(search_strategy).__name__}: drop --sampling, --diverse-beam-groups, "
+                "--match-source-len, --diversity-rate and --constraints, or --length-prior"
+            )
+        search = LengthPriorBeamSearch(tgt_dict, length_prior, length_prior_weight)
+        super().__init__(models, tgt_dict, normalize_scores=False, len_penalty=1.0,
+                         search_strategy=search, **kwargs)
         self.length_prior = length_prior
         self.length_prior_weight = float(length_prior_weight)
         self._source_lengths: List[int] = []
 
-    def _remember_source_lengths(self, sample):
+    def _start(self, sample):
         src = sample["net_input"]["src_tokens"]
-        self._source_lengths = (src.ne(self.eos) & src.ne(self.pad)).sum(1).tolist()
+        lengths = (src.ne(self.eos) & src.ne(self.pad)).sum(1)
+        self._source_lengths = lengths.tolist()  # by the sentence's place in the batch
+        self.search.start(lengths)
 
     @torch.no_grad()
     def generate(self, models, sample: Dict[str, Dict[str, Tensor]], **kwargs):
-        self._remember_source_lengths(sample)
+        # SequenceGeneratorWithAlignment.generate calls SequenceGenerator._generate directly
+        self._start(sample)
         return super().generate(models, sample, **kwargs)
 
     def _generate(self, sample, *args, **kwargs):
-        self._remember_source_lengths(sample)
+        self._start(sample)
         return super()._generate(sample, *args, **kwargs)
 
     def finalize_hypos(self, step: int, bbsz_idx, eos_scores, tokens, scores, finalized,
                        finished, beam_size: int, attn, src_lengths, max_len: int):
+        """fairseq's, then each new hypothesis gets ``length_prior`` and its eos position
+        loses the prior that :class:`LengthPriorBeamSearch` added (``score`` keeps it)."""
         before = [len(hypos) for hypos in finalized]
         newly_finished = super().finalize_hypos(
             step, bbsz_idx, eos_scores, tokens, scores, finalized, finished, beam_size,
@@ -65,16 +136,16 @@ class LengthPriorMixin:
             for hypo in hypos[before[sent]:]:
                 log_p = self.length_prior.log_prob(self._source_lengths[sent], step)
                 hypo["length_prior"] = torch.tensor(log_p)
-                hypo["score"] = hypo["score"] + self.length_prior_weight * log_p
+                hypo["positional_scores"][-1] -= self.length_prior_weight * log_p
         return newly_finished
 
 
 class LengthPriorSequenceGenerator(LengthPriorMixin, SequenceGenerator):
-    """fairseq's beam search plus the length prior."""
+    """fairseq's beam search with the length prior on its eos candidates."""
 
 
 class LengthPriorSequenceGeneratorWithAlignment(LengthPriorMixin, SequenceGeneratorWithAlignment):
-    """fairseq's beam search with ``--print-alignment`` plus the length prior."""
+    """The same with ``--print-alignment``."""
 
 
 def length_prior_generator_class(args, prior: LengthPrior, weight: float):

@@ -1,4 +1,5 @@
 """Task ``syntax_translation``: translation whose batches carry source syntax."""
+import copy
 import logging
 import os
 from dataclasses import dataclass, field
@@ -6,6 +7,7 @@ from typing import Optional
 
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
+from omegaconf import DictConfig, open_dict
 
 from fairseq_syntax.data.side_files import HEADS, TREE, read_side_file, side_file_prefix
 from fairseq_syntax.data.syntax_dataset import SyntaxLanguagePairDataset
@@ -49,11 +51,15 @@ class SyntaxTranslationConfig(TranslationConfig):
     length_prior: bool = field(
         default=False,
         metadata={
-            "help": "beam search adds w * log p(len(y) | len(x)) to the score of a finished "
-            "hypothesis (Eriguchi et al. 2016, eqs. 16-17), from the training length "
-            "statistics in the data-bin's syntax_manifest.json, smoothed towards a Gaussian "
-            "of the length ratio; added after fairseq's length normalisation, so "
-            "--unnormalized gives the paper's score"
+            "help": "beam search with the length prior of Eriguchi et al. 2016 (eqs. 16-17): "
+            "at each step t the candidate that ends a hypothesis (eos after t tokens) gets "
+            "w * log p(t | len(x)) added before the top-k, so the prior decides which "
+            "hypotheses finish; p from the training length statistics in the data-bin's "
+            "syntax_manifest.json, smoothed towards a Gaussian of the length ratio. Scores "
+            "are unnormalised sums plus the prior, as in eq. 16: implies --unnormalized, and "
+            "--lenpen other than 1 (which acts only on normalised scores) is an error, as are "
+            "--sampling, --diverse-beam-groups, --match-source-len, --diversity-rate and "
+            "--constraints (the prior is part of fairseq's plain beam search)"
         },
     )
     length_prior_weight: float = field(
@@ -149,13 +155,14 @@ class SyntaxTranslationTask(TranslationTask):
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         """fairseq's generator, or with ``--length-prior`` the length-prior beam search
-        (:mod:`fairseq_syntax.modules.length_prior_generator`)."""
+        (:mod:`fairseq_syntax.modules.length_prior_generator`) on unnormalised scores."""
         if getattr(self.cfg, "length_prior", False) and seq_gen_cls is None and not getattr(args, "score_reference", False):
             from fairseq_syntax.data.length_prior import LengthPrior
             from fairseq_syntax.modules.length_prior_generator import length_prior_generator_class
 
             prior = LengthPrior.from_data_dir(self.cfg.data.split(os.pathsep)[0], self.cfg.length_prior_smoothing)
             seq_gen_cls, extra = length_prior_generator_class(args, prior, self.cfg.length_prior_weight)
+            args = _unnormalized(args)  # eq. 16: --length-prior implies --unnormalized
             extra_gen_cls_kwargs = {**(extra_gen_cls_kwargs or {}), **extra}
         return super().build_generator(
             models, args, seq_gen_cls=seq_gen_cls, extra_gen_cls_kwargs=extra_gen_cls_kwargs, **kwargs
@@ -291,3 +298,14 @@ class SyntaxTranslationTask(TranslationTask):
                 pieces = [self.target_dictionary[t] for t in tokens]
                 tgt_word_of = word_index_of_pieces(group_pieces(pieces, subwords=True))
                 hypo["alignment"] = collapse_alignment(links, src_word_of, tgt_word_of)
+
+
+def _unnormalized(args):
+    """A copy of the generation options ``args`` (DictConfig or Namespace) with ``unnormalized``."""
+    args = copy.deepcopy(args)
+    if isinstance(args, DictConfig):
+        with open_dict(args):
+            args.unnormalized = True
+    else:
+        args.unnormalized = True
+    return args

@@ -70,6 +70,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION
 from fairseq_syntax.user_dir import user_dir
 
 BACKBONE = "attentional_rnn"
@@ -358,7 +359,8 @@ def corpus_description(args) -> str:
         origin = "files given with --raw"
     else:
         sizes = [args.train_size, args.valid_size, args.test_size, args.gen_size]
-        origin = f"`fairseq-syntax-synthetic --seed {args.corpus_seed}`"
+        origin = (f"`fairseq-syntax-synthetic --seed {args.corpus_seed}`, grammar version "
+                  f"{GRAMMAR_VERSION}")
     vocab = "" if args.data_bin else f", sentencepiece vocabulary {args.vocab_size}"
     return (f"synthetic en→vf corpus ({origin}), {'/'.join(map(str, sizes))} "
             f"train/valid/test/gen pairs{vocab}, gold trees and alignments")
@@ -375,7 +377,7 @@ def prepare_synthetic(args) -> Corpus:
     log = os.path.join(args.workdir, "prepare.log")
     if not args.data_bin:
         stamp_path = os.path.join(args.workdir, "corpus.json")
-        stamp = dict(seed=args.corpus_seed, train=args.train_size, valid=args.valid_size,
+        stamp = dict(grammar=GRAMMAR_VERSION, seed=args.corpus_seed, train=args.train_size, valid=args.valid_size,
                      test=args.test_size, gen=args.gen_size, vocab_size=args.vocab_size,
                      raw=None if not args.raw else os.path.abspath(args.raw))
         old = json.load(open(stamp_path)) if os.path.exists(stamp_path) else None

@@ -157,6 +157,8 @@ DEFAULT_PARAMS = GrammarParams()
 GENERALISATION = GrammarParams(max_depth=4, p_subject_modifier=1.0, p_nested_modifier=0.8,
                                p_attractor=1.0, p_fronted=1.0)
 GEN_SEED_OFFSET = 1000003  #: the gen split's seed is the corpus seed + this
+#: bumped whenever the sentences of a seed change (2: fronted PPs); results record it
+GRAMMAR_VERSION = 2
 
 
 def max_source_length(params: GrammarParams = DEFAULT_PARAMS) -> int:

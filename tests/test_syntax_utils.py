@@ -7,7 +7,9 @@ from hypothesis import strategies as st
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees, write_conllu
 from fairseq_syntax.syntax.dependency import (
     binarize_head_outward,
+    hang_pieces_below_words,
     project_heads_to_subwords,
+    subword_binary_tree,
     validate_heads,
 )
 from fairseq_syntax.syntax.errors import SyntaxInputError
@@ -169,13 +171,100 @@ def test_projection_properties_on_random_trees(heads, counts):
     sub = project_heads_to_subwords(heads, counts)
     assert len(sub) == sum(counts) + 1
     validate_heads(sub)  # one tree, eos included
-    rows = binarize_head_outward(sub[:-1])
+    rows = subword_binary_tree(heads, counts)
     check_binary_tree(rows, sum(counts))
     sets = leaf_sets(rows, sum(counts))
     start = 0
     for c in counts:  # every word's pieces form a phrase
         assert frozenset(range(start, start + c)) in sets
         start += c
+
+
+# ------------------------------------------------------------- pieces hung below words
+
+
+def piece_span(counts, words):
+    """The pieces of a set of words."""
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    return frozenset(p for w in words for p in range(starts[w], starts[w + 1]))
+
+
+def test_hanging_pieces_hand_worked():
+    # a b·c·d e: pieces a=0, b=1, c=2, d=3, e=4; word tree: (bcd, e) = node 3, (a, 3) = 4.
+    # Word bcd: (c, d) = 5, (b, 5) = 6; then the word nodes: (6, e) = 7, (a, 7) = 8.
+    rows = hang_pieces_below_words([[1, 2], [0, 3]], [1, 3, 1])
+    assert rows.tolist() == [[2, 3], [1, 5], [6, 4], [0, 7]]
+    check_binary_tree(rows, 5)
+
+
+def test_side_file_tree_is_word_level_with_right_branching_pieces():
+    # The un·believ·able dog barked: word heads The->dog, unbelievable->dog, dog->barked.
+    # Word tree (head-outward): (unbelievable, dog), (The, ·), (·, barked). The word's
+    # pieces hang right-branching: (believ, able) = 6, (un, 6) = 7; then the word nodes.
+    rows = subword_binary_tree([2, 2, 3, -1], [1, 3, 1, 1])
+    assert rows.tolist() == [[2, 3], [1, 6], [7, 4], [0, 8], [9, 5]]
+    sets = leaf_sets(rows, 6)
+    assert frozenset({2, 3}) in sets and frozenset({1, 2}) not in sets
+    # binarising the projected piece tree instead gives the left-branching ((un, believ), able)
+    old = binarize_head_outward(project_heads_to_subwords([2, 2, 3, -1], [1, 3, 1, 1])[:-1])
+    assert frozenset({1, 2}) in leaf_sets(old, 6)
+
+
+def test_hanging_single_word_and_single_pieces():
+    assert hang_pieces_below_words(np.zeros((0, 2), dtype=np.int64), [1]).shape == (0, 2)
+    assert hang_pieces_below_words(np.zeros((0, 2), dtype=np.int64), [3]).tolist() == [[1, 2], [0, 3]]
+    word_tree = [[1, 2], [0, 3]]  # one piece per word: the word tree itself
+    assert hang_pieces_below_words(word_tree, [1, 1, 1]).tolist() == word_tree
+
+
+@st.composite
+def random_binary_trees(draw, max_n=10):
+    """Any binary tree over n leaves: merge two random current phrases until one is left
+    (so phrases need not be contiguous, as a non-projective tree can make them)."""
+    n = draw(st.integers(min_value=1, max_value=max_n))
+    alive = list(range(n))
+    rows = []
+    while len(alive) > 1:
+        i = draw(st.integers(0, len(alive) - 1))
+        left = alive.pop(i)
+        j = draw(st.integers(0, len(alive) - 1))
+        right = alive.pop(j)
+        rows.append([left, right])
+        alive.append(n + len(rows) - 1)
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(random_binary_trees(), st.lists(st.integers(min_value=1, max_value=4), min_size=10))
+def test_hanging_properties_on_random_word_trees(word_tree, counts):
+    n_words = word_tree.shape[0] + 1
+    counts = counts[:n_words]
+    n = sum(counts)
+    rows = hang_pieces_below_words(word_tree, counts)
+    check_binary_tree(rows, n)
+    sets = leaf_sets(rows, n)
+    word_sets = leaf_sets(word_tree, n_words)
+    # the nodes are exactly: the pieces, each word's right-branching suffixes of pieces,
+    # and the word tree's phrases
+    expected = {frozenset([p]) for p in range(n)}
+    start = 0
+    for c in counts:
+        expected |= {frozenset(range(start + j, start + c)) for j in range(c)}
+        start += c
+    expected |= {piece_span(counts, words) for words in word_sets}
+    assert set(sets) == expected
+    assert len(sets) == 2 * n - 1  # no phrase twice
+
+
+@pytest.mark.parametrize("tree, counts, pattern", [
+    ([[0, 1]], [1, 0], "word 1 has 0 subword pieces"),
+    ([[0, 1]], [1, 1, 1], r"needs 2 internal nodes.*shape \(1, 2\)"),
+    ([[0, 3], [1, 2]], [1, 1, 1], "node 3 has children"),
+    ([[0, 0], [1, 3]], [1, 1, 1], "node 0 is a child 2 times"),
+])
+def test_hanging_rejects_bad_input(tree, counts, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        hang_pieces_below_words(tree, counts)
 
 
 # --------------------------------------------------------------------------- validation

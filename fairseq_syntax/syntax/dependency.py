@@ -1,4 +1,5 @@
-"""Dependency trees as head arrays: validation, subword projection, head-outward binarisation.
+"""Dependency trees as head arrays: validation, subword projection, head-outward binarisation,
+and binary word trees turned into binary trees over subword pieces.
 
 A tree over ``n`` words is a sequence ``heads`` of length ``n``: ``heads[i]`` is the
 0-based index of word ``i``'s head, ``-1`` for the (single) root. All functions here are
@@ -144,11 +145,10 @@ def binarize_head_outward(heads: Sequence[int]) -> np.ndarray:
     head's own merges), so children are numbered before parents and the root is last.
     ``n = 1`` gives shape ``[0, 2]``.
 
-    Every phrase is a contiguous span when the tree is projective. A word split into
-    subword pieces (pieces attached to the word's first piece, see
-    :func:`project_heads_to_subwords`) forms a phrase of its own before meeting any other
-    dependent: its pieces are the first piece's closest right dependents, so they are
-    absorbed first.
+    Every phrase is a contiguous span when the tree is projective. The side-files apply it
+    to the word-level tree and then hang each word's subword pieces below the word
+    (:func:`subword_binary_tree`, :func:`hang_pieces_below_words`), so that phrases are
+    word phrases (DESIGN.md section 2).
 
     Iterative (explicit stack): no recursion limit for long sentences.
     """
@@ -188,3 +188,93 @@ def binarize_head_outward(heads: Sequence[int]) -> np.ndarray:
             next_node += 1
         phrase[h] = cur
     return rows
+
+
+def check_binary_tree(rows, n: int, what: str = "binary tree") -> np.ndarray:
+    """Check that ``rows`` is a binary tree over leaves ``0 .. n-1`` as this package stores
+    it (``[n - 1, 2]``: row ``k`` holds the children of node ``n + k``; children numbered
+    before parents; every node but the last, the root, has exactly one parent); raise
+    ``ValueError`` saying what is wrong. Returns ``rows`` as an int64 array."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if n < 1:
+        raise ValueError(f"{what}: a tree needs at least one leaf, got {n}")
+    if rows.size == 0 and n == 1:
+        return rows.reshape(0, 2)
+    if rows.ndim != 2 or rows.shape != (n - 1, 2):
+        raise ValueError(
+            f"{what}: over {n} leaves it needs {n - 1} internal nodes as (left, right) "
+            f"rows, shape ({n - 1}, 2); got shape {tuple(rows.shape)}"
+        )
+    node = np.arange(n, 2 * n - 1)[:, None]
+    bad = (rows < 0) | (rows >= node)
+    if bad.any():
+        k = int(np.flatnonzero(bad.any(1))[0])
+        raise ValueError(
+            f"{what}: node {n + k} has children {rows[k].tolist()}; children must be leaves "
+            f"0..{n - 1} or nodes numbered before their parent (below {n + k})"
+        )
+    used = np.bincount(rows.reshape(-1), minlength=2 * n - 1)
+    if (used[:-1] != 1).any():
+        child = int(np.flatnonzero(used[:-1] != 1)[0])
+        raise ValueError(
+            f"{what}: node {child} is a child {int(used[child])} times; in a tree every node "
+            "but the root (the last one) is a child exactly once"
+        )
+    return rows
+
+
+def hang_pieces_below_words(word_tree, pieces_per_word: Sequence[int]) -> np.ndarray:
+    """Binary tree over subword pieces from a binary tree over words (DESIGN.md section 2).
+
+    ``word_tree``: any binary tree over the ``W`` words, ``[W - 1, 2]`` as
+    :func:`binarize_head_outward` returns it (leaves ``0 .. W-1``, row ``k`` is node
+    ``W + k``, children before parents, root last); it may come from a dependency tree or
+    from a binarised constituency parse. ``pieces_per_word``: the ``W`` piece counts (each
+    >= 1), ``n`` pieces in all. Each word's pieces ``p_0 … p_{c-1}`` form a right-branching
+    subtree ``(p_0, (p_1, (… (p_{c-2}, p_{c-1}))))`` that takes the word's place as a leaf
+    of the word tree, so every phrase of the word tree covers whole words.
+
+    Returns ``[n - 1, 2]`` int64 over the piece leaves ``0 .. n-1``: first the ``c - 1``
+    internal nodes of each word's subtree, word by word (innermost first), then the word
+    tree's ``W - 1`` nodes in their own order; children before parents, root last.
+
+    Example: words ``a b·c·d e`` (pieces 0, 1-3, 4), word tree ``[[1, 2], [0, 3]]`` (word
+    ``bcd`` with ``e``, then ``a`` with that) gives ``[[2, 3], [1, 5], [6, 4], [0, 7]]``.
+    """
+    counts = [int(c) for c in pieces_per_word]
+    n_words = len(counts)
+    if n_words == 0:
+        raise ValueError("no words: a tree needs at least one word")
+    for w, c in enumerate(counts):
+        if c < 1:
+            raise ValueError(f"word {w} has {c} subword pieces; every word needs at least one")
+    word_tree = check_binary_tree(word_tree, n_words, what="word tree")
+    n = sum(counts)
+    rows = np.empty((n - 1, 2), dtype=np.int64)
+    top = np.empty(n_words, dtype=np.int64)  # the node that stands for each word
+    start, next_node = 0, n
+    for w, c in enumerate(counts):
+        right = start + c - 1  # innermost first: (p_{c-2}, p_{c-1}), then (p_{c-3}, ·), ...
+        for left in range(start + c - 2, start - 1, -1):
+            rows[next_node - n] = (left, right)
+            right = next_node
+            next_node += 1
+        top[w] = right
+        start += c
+    # word tree nodes: leaf w -> top[w]; node W + k -> the k-th node after the pieces' nodes
+    rows[next_node - n:] = np.where(word_tree < n_words, top[np.minimum(word_tree, n_words - 1)],
+                                    word_tree - n_words + next_node)
+    return rows
+
+
+def subword_binary_tree(word_heads: Sequence[int], pieces_per_word: Sequence[int]) -> np.ndarray:
+    """The binary tree side-file row of a dependency tree (DESIGN.md section 2): the
+    word-level tree binarised head-outward (:func:`binarize_head_outward`), then each
+    word's pieces hung below it (:func:`hang_pieces_below_words`). ``[n - 1, 2]`` int64
+    over the ``n`` subword pieces (eos excluded)."""
+    if len(word_heads) != len(pieces_per_word):
+        raise ValueError(
+            f"{len(word_heads)} heads but {len(pieces_per_word)} piece counts: "
+            "need one piece count per word"
+        )
+    return hang_pieces_below_words(binarize_head_outward(word_heads), pieces_per_word)

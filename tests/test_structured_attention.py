@@ -1,5 +1,6 @@
 """Structured-attention NMT (Tran & Bisk 2018): encoder layers, decoder layers, the six
 architectures through fairseq's command lines, and fairseq-syntax-induced-trees."""
+import math
 import sys
 
 import conllu
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import generate_args, train_args
+from conftest import USER_DIR, generate_args, train_args
 from model_utils import build_model, incremental_log_probs, random_batch
 
 from fairseq_syntax.modules.matrix_tree import dependency_marginals
@@ -135,6 +136,91 @@ def test_sa_nmt_hard_forward_uses_one_hot_heads_and_trains_the_scores():
 def test_flat_hard_is_refused():
     with pytest.raises(ValueError, match="structured"):
         build_model("fa_nmt", head_selection="hard")
+
+
+def test_one_set_annotation_is_x_plus_gated_expected_head_by_hand():
+    """SA-NMT-1set (eq. 16): ``x_m + σ(W_z x_m) ⊙ s_m``, against a hand computation on a
+    two-word sentence, whose two trees are root→0→1 and root→1→0."""
+    layer = StructuredSelfAttention(2, 2, one_set=True).eval()
+    with torch.no_grad():
+        layer.query.weight.copy_(torch.tensor([[1.0, 1.0], [0.0, 1.0]]))
+        layer.key.weight.copy_(torch.eye(2))
+        layer.value.weight.copy_(torch.tensor([[2.0, 0.0], [1.0, -1.0]]))
+        layer.root_query.copy_(torch.tensor([1.0, -1.0]))
+        layer.fuse_gate.weight.copy_(torch.tensor([[1.0, 0.0], [0.5, -2.0]]))
+    x = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]])  # word 0, word 1, eos
+    out = layer({"annotations": x, "padding_mask": torch.zeros(1, 3, dtype=torch.bool)})
+    r2 = math.sqrt(2.0)
+    # q_0 = (1, 0), q_1 = (1, 1), k_0 = (1, 0), k_1 = (0, 1); scores / √2
+    s01 = (1 * 0 + 0 * 1) / r2  # 0 heads 1: q_0 · k_1
+    s10 = (1 * 1 + 1 * 0) / r2  # 1 heads 0: q_1 · k_0
+    root0, root1 = 1 / r2, -1 / r2  # q_root · k_m
+    w1, w2 = math.exp(root0 + s01), math.exp(root1 + s10)  # root→0→1, root→1→0
+    p1, p2 = w1 / (w1 + w2), w2 / (w1 + w2)
+    v0, v1 = (2.0, 1.0), (0.0, -1.0)  # W_v x
+    # α[0] = (P(root→0), P(1→0)) = (p1, p2); α[1] = (P(0→1), P(root→1)) = (p1, p2)
+    syntax = [tuple(p1 * a + p2 * b for a, b in zip(v0, v1))] * 2
+    sig = lambda z: 1.0 / (1.0 + math.exp(-z))  # noqa: E731
+    gates = [(sig(1.0), sig(0.5)), (sig(0.0), sig(-2.0))]  # σ(W_z x_m)
+    words = [(1.0, 0.0), (0.0, 1.0)]
+    expected = [[xm[i] + gm[i] * sm[i] for i in range(2)]
+                for xm, gm, sm in zip(words, gates, syntax)]
+    expected.append([0.5, 0.5])  # eos is outside the tree: s = 0, x unchanged
+    torch.testing.assert_close(out["annotations"][0], torch.tensor(expected), atol=1e-6, rtol=0)
+    torch.testing.assert_close(out["root_marginals"][0], torch.tensor([p1, p2, 0.0]))
+    assert "syntax_annotations" not in out
+
+
+def test_arc_score_clamp_bounds_the_scores():
+    """``--clamp-arc-scores``: the arc and root scores enter the matrix-tree theorem
+    clamped to the authors' [-5, 7]; off by default."""
+    torch.manual_seed(5)
+    layer = StructuredSelfAttention(8, 4, clamp=(-5.0, 7.0)).eval()
+    plain = StructuredSelfAttention(8, 4).eval()
+    plain.load_state_dict(layer.state_dict())
+    with torch.no_grad():
+        for param in (layer.query.weight, layer.key.weight, layer.root_query):
+            param.mul_(20.0)
+        plain.load_state_dict(layer.state_dict())
+    enc, _ = encoder_dict(bsz=2)
+    head, root = layer.scores(enc["annotations"])
+    raw_head, raw_root = plain.scores(enc["annotations"])
+    assert raw_head.max() > 7 and raw_head.min() < -5  # the test scores do leave the bounds
+    assert raw_root.max() > 7 and raw_root.min() < -5
+    assert head.max() == 7.0 and head.min() == -5.0
+    assert root.max() == 7.0 and root.min() == -5.0
+    torch.testing.assert_close(head, raw_head.clamp(-5, 7))
+    torch.testing.assert_close(root, raw_root.clamp(-5, 7))
+    # the marginals are those of the clamped scores
+    mask = word_mask(enc["padding_mask"])
+    out = layer(dict(enc))
+    expected = dependency_marginals(raw_head.clamp(-5, 7), raw_root.clamp(-5, 7), mask)
+    torch.testing.assert_close(out["head_marginals"], expected[0])
+    torch.testing.assert_close(out["root_marginals"], expected[1])
+    # through the model options: on with --clamp-arc-scores, off by default, refused for FA
+    assert build_model("sa_nmt_shared", clamp_arc_scores=True).encoder.extensions[0].clamp == (-5.0, 7.0)
+    assert build_model("sa_nmt_hard").encoder.extensions[0].clamp is None
+    with pytest.raises(ValueError, match="--self-attention structured"):
+        build_model("fa_nmt_shared", clamp_arc_scores=True)
+    with pytest.raises(ValueError, match="min < max"):
+        StructuredSelfAttention(8, clamp=(7.0, -5.0))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_presets_tie_target_embeddings_to_the_output_layer(arch):
+    """§5.2: every model shares the target embeddings and the output layer."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    model = build_model(arch)
+    assert model.decoder.fc_out.weight is model.decoder.embed_tokens.weight
+    untied = build_model(arch, share_decoder_input_output_embed=False)
+    assert untied.decoder.fc_out.weight is not untied.decoder.embed_tokens.weight
+    # fairseq's own option parsing applies the preset
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        "data-bin", "--user-dir", USER_DIR, "--task", "syntax_translation", "--arch", arch])
+    assert convert_namespace_to_omegaconf(args).model.share_decoder_input_output_embed is True
 
 
 # --- decoder layer -----------------------------------------------------------------------

@@ -43,7 +43,10 @@ class AttentionalRNNConfig(FairseqDataclass):
                   "decoder-hidden-size == 2 * encoder-hidden-size)"},
     )
     share_decoder_input_output_embed: bool = field(
-        default=False, metadata={"help": "tie the decoder's input embedding and output matrix"}
+        default=False,
+        metadata={"help": "tie the decoder's input embedding and output matrix (needs "
+                  "--decoder-out-embed-dim equal to --decoder-embed-dim; on in the sa_nmt* and "
+                  "fa_nmt* presets, as Tran & Bisk 2018, §5.2)"},
     )
     init_uniform: float = field(
         default=0.1,

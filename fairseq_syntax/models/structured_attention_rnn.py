@@ -17,6 +17,12 @@ architecture       paper's name        ``--self-attention``  ``--head-selection`
 ``fa_nmt``         FA-NMT, not shared  ``flat``              ``soft``              ``separate``
 =================  ==================  ====================  ====================  ====================
 
+Every architecture ties the target embeddings to the output layer, as the paper does
+for all its models (§5.2; ``--share-decoder-input-output-embed``, which needs
+``--decoder-out-embed-dim`` equal to ``--decoder-embed-dim``, the default). The
+structured variants can clamp the arc scores as the authors' code does
+(``--clamp-arc-scores``, off by default).
+
 Sizes are the backbone's; the queries and keys of the self-attention have
 ``--self-attention-dim`` (default: the encoder output size ``2 * encoder-hidden-size``,
 as in the authors' code), the values and syntactic annotations the encoder output
@@ -40,6 +46,7 @@ SELF_ATTENTIONS = ChoiceEnum(["structured", "flat"])
 HEAD_SELECTIONS = ChoiceEnum(["soft", "hard"])
 SYNTAX_CONTEXTS = ChoiceEnum(["shared", "separate", "one_set"])
 GATE_INPUTS = ChoiceEnum(["hidden", "hidden_context"])
+ARC_SCORE_CLAMP = (-5.0, 7.0)  # the authors' code (github.com/ketranm/sa-nmt, TreeAttention)
 
 
 @dataclass
@@ -69,6 +76,13 @@ class StructuredAttentionRNNConfig(AttentionalRNNConfig):
         metadata={"help": "size of the self-attention queries and keys (0: the encoder output "
                   "size, 2 * encoder-hidden-size)"},
     )
+    clamp_arc_scores: bool = field(
+        default=False,
+        metadata={"help": "clamp the scaled arc and root scores of the structured "
+                  "self-attention to [-5, 7] before the matrix-tree marginals, as the "
+                  "authors' code does (not in the paper; the marginals are stable without "
+                  "it); --self-attention structured only"},
+    )
     syntax_gate_input: GATE_INPUTS = field(
         default="hidden",
         metadata={"help": "input of the syntax gate g_t (eq. 11): 'hidden' (the decoder state "
@@ -96,14 +110,21 @@ class StructuredAttentionRNNModel(AttentionalRNNModel):
         hard = _value(cfg.head_selection) == "hard"
         one_set = _value(cfg.syntax_context) == "one_set"
         dim = cfg.self_attention_dim or None
+        clamp = getattr(cfg, "clamp_arc_scores", False)
         if kind == "flat":
             if hard:
                 raise ValueError(
                     "--head-selection hard is SA-NMT-hard: it needs --self-attention structured"
                 )
+            if clamp:
+                raise ValueError(
+                    "--clamp-arc-scores clamps the matrix-tree scores: it needs "
+                    "--self-attention structured (an sa_nmt* architecture)"
+                )
             return [FlatSelfAttention(encoder_dim, dim, one_set=one_set, dropout=cfg.dropout)]
         return [StructuredSelfAttention(encoder_dim, dim, hard=hard, one_set=one_set,
-                                        dropout=cfg.dropout)]
+                                        dropout=cfg.dropout,
+                                        clamp=ARC_SCORE_CLAMP if clamp else None)]
 
     @classmethod
     def build_attention(cls, cfg, query_dim: int, key_dim: int) -> nn.Module:
@@ -131,6 +152,10 @@ class StructuredAttentionRNNModel(AttentionalRNNModel):
 
 
 def _arch(name: str, doc: str, **settings):
+    # §5.2: "In all the models, we share the weights of target word embeddings and the
+    # output layer" (Inan et al. 2016; Press and Wolf 2017)
+    settings.setdefault("share_decoder_input_output_embed", True)
+
     def architecture(args):
         for key, value in settings.items():
             setattr(args, key, getattr(args, key, value))

@@ -26,9 +26,13 @@ Head-word selection (§4.1, following the authors' code, github.com/ketranm/sa-n
     :class:`StructuredSelfAttention` turns them into non-projective dependency marginals
     with the matrix-tree theorem (Koo et al. 2007; eqs. 5-9;
     :func:`~fairseq_syntax.modules.matrix_tree.dependency_marginals`, batched, masked
-    and shifted in log space, so the authors' clamp of the scores to [-5, 7] is not
-    needed). :class:`FlatSelfAttention` (FA-NMT, §5.2) normalises each word's scores
-    over all words instead, ``softmax_h(q_m · k_h / √d)``, self included; its attention
+    and shifted in log space, so the scores need no clamp to stay finite). The authors'
+    code clamps the scaled scores ``s`` and ``r`` to [-5, 7] before the marginals (which
+    also bounds how peaked a word's head distribution can get, and gives a score
+    outside the bounds no gradient); ``clamp=(-5.0, 7.0)`` (``--clamp-arc-scores``)
+    does the same, off by default as the paper does not mention it.
+    :class:`FlatSelfAttention` (FA-NMT, §5.2) normalises each word's scores over all
+    words instead, ``softmax_h(q_m · k_h / √d)``, self included; its attention
     of ``m`` on itself plays the part of the root marginal, its attention on ``h ≠ m``
     the part of ``P(h → m)``. Either way, for every word ``m`` the weights
     ``α[m, h] = P(h → m) + δ(h, m)·P(root → m)`` sum to one over ``h``, and
@@ -158,16 +162,28 @@ class StructuredSelfAttention(_HeadSelection):
     dependency trees over the source words. See the module docstring."""
 
     def __init__(self, input_dim: int, attention_dim: Optional[int] = None, hard: bool = False,
-                 one_set: bool = False, dropout: float = 0.0):
+                 one_set: bool = False, dropout: float = 0.0,
+                 clamp: Optional[Tuple[float, float]] = None):
         super().__init__(input_dim, attention_dim, hard, one_set, dropout)
         dim = self.query.out_features
         self.root_query = nn.Parameter(torch.empty(dim).normal_(0.0, dim ** -0.5))
+        if clamp is not None and not clamp[0] < clamp[1]:
+            raise ValueError(f"the arc-score clamp needs min < max, got {tuple(clamp)}")
+        self.clamp = None if clamp is None else (float(clamp[0]), float(clamp[1]))
 
-    def marginals(self, x: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
+    def scores(self, x: Tensor) -> Tuple[Tensor, Tensor]:
+        """``(s [B,S,S] (h, m), r [B,S])``: the scaled arc and root scores (clamped to
+        ``self.clamp`` when set, as the authors' code does)."""
         q, k = self.query(x), self.key(x)
         head_scores = torch.bmm(q, k.transpose(1, 2)) * self.scale  # [b, h, m] = q_h·k_m/√d
         root_scores = torch.matmul(k, self.root_query) * self.scale  # [b, m] = q_root·k_m/√d
-        return dependency_marginals(head_scores, root_scores, mask)
+        if self.clamp is not None:
+            head_scores = head_scores.clamp(*self.clamp)
+            root_scores = root_scores.clamp(*self.clamp)
+        return head_scores, root_scores
+
+    def marginals(self, x: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
+        return dependency_marginals(*self.scores(x), mask)
 
 
 class FlatSelfAttention(_HeadSelection):

@@ -11,13 +11,15 @@ import torch.nn.functional as F
 from fairseq.data import Dictionary
 
 from conftest import USER_DIR, generate_args, run_cli, train_args
-from model_utils import build_model
+from model_utils import build_model, random_batch
 from fairseq_syntax.cli.score_alignments import main as score_main
 from fairseq_syntax.criterions.supervised_attention import (
     SupervisedAttentionCrossEntropy,
+    fold_phrase_attention,
     gold_attention,
     link_positions,
     parameter_parts,
+    supervised_weights,
 )
 
 CRITERION = ["--criterion", "supervised_attention_cross_entropy"]
@@ -312,6 +314,44 @@ def test_frozen_parameters_stay_bit_identical_under_adam_with_state():
             p.requires_grad_(True)
 
 
+@pytest.mark.parametrize("arch", ["attentional_rnn", "sa_nmt_shared", "sdatt_local_p",
+                                  "sdatt_double_syntax", "tree2seq", "lookahead_concat"])
+def test_w_c_is_in_the_translation_part_by_default(arch):
+    """Mi et al. §3.3: T is the network g(s_t, y_{t-1}); in the Luong backbone that is
+    W_c of the attentional layer (h̃_t = tanh(W_c [c_t; h_t])) and the output layer."""
+    model = build_model(arch, encoder_embed_dim=8, encoder_hidden_size=8, decoder_embed_dim=8,
+                        decoder_hidden_size=16)
+    crit = criterion(model.decoder.dictionary)
+    parts = parameter_parts(model, crit.output_layer_prefixes)
+    output = {n for n, _ in parts["output"]}
+    alignment = {n for n, _ in parts["alignment"]}
+    assert "decoder.attention.combine.weight" in output
+    assert "decoder.attention.combine.weight" not in alignment
+    score = "source_score" if arch.startswith("lookahead") else "score"
+    assert f"decoder.attention.{score}.proj.weight" in alignment
+
+
+def test_translation_strategy_trains_w_c_and_alignment_strategy_freezes_it():
+    """The loss's gradient reaches W_c under T, not under A (the reverse of the score W_a)."""
+    model = tiny_backbone().train()
+    d = model.decoder.dictionary
+    w_c = model.decoder.attention.combine.weight
+    w_a = model.decoder.attention.score.proj.weight
+    crit_t = criterion(d, attention_strategy="translation")
+    crit_t(model, _backbone_sample(model))[0].backward()
+    assert w_c.grad is not None and w_c.grad.abs().sum() > 0
+    assert w_a.grad is None and not w_a.requires_grad  # the alignment part stays fixed
+    for p in model.parameters():
+        p.requires_grad_(True)
+        p.grad = None
+    crit_a = criterion(d, attention_strategy="alignment")
+    crit_a(model, _backbone_sample(model))[0].backward()
+    assert w_c.grad is None and not w_c.requires_grad
+    assert w_a.grad is not None and w_a.grad.abs().sum() > 0
+    for p in model.parameters():
+        p.requires_grad_(True)
+
+
 def test_translation_strategy_loss_has_no_alignment_term():
     model = tiny_backbone().train()
     d = model.decoder.dictionary
@@ -325,6 +365,106 @@ def test_translation_strategy_loss_has_no_alignment_term():
                        alignment_lambda=2.0)
     loss_a, _, log_a = crit_a(model, _backbone_sample(model))
     assert loss_a.item() == pytest.approx(2.0 * float(log_a["alignment_loss"]), rel=1e-6)
+
+
+# --------------------------------------------------------------------------- supervised weights
+
+
+def right_branching(n):
+    """Tree rows of the right-branching binary tree over ``n`` leaves (node n + k is row k)."""
+    rows, right = [], n - 1
+    for i in range(n - 2, -1, -1):
+        rows.append([i, right])
+        right = n + len(rows) - 1
+    return rows
+
+
+def test_fold_phrase_attention_by_hand():
+    # 3 leaves + eos; phrases: node 3 = (0, 1), node 4 = (3, 2) covers all three leaves.
+    # Second sentence: 1 leaf + eos + padding, no phrase (padding rows).
+    tree = torch.tensor([[[0, 1], [3, 2]], [[-1, -1], [-1, -1]]])
+    src_nonpad = torch.tensor([[True] * 4, [True, True, False, False]])
+    w = torch.tensor([[[0.1, 0.2, 0.05, 0.05, 0.3, 0.3]], [[0.7, 0.3, 0.0, 0.0, 0.0, 0.0]]])
+    folded = fold_phrase_attention(w, tree, src_nonpad)
+    expected = [[0.1 + 0.3 / 2 + 0.3 / 3, 0.2 + 0.3 / 2 + 0.3 / 3, 0.05 + 0.3 / 3, 0.05]]
+    assert folded[0].tolist() == [pytest.approx(row) for row in expected]
+    assert folded[1].tolist() == [pytest.approx([0.7, 0.3, 0.0, 0.0])]
+    with pytest.raises(ValueError, match="expected 6"):
+        fold_phrase_attention(w[:, :, :5], tree, src_nonpad)
+
+
+def _model_sample(model, trees=False):
+    src, lengths, prev = random_batch(model, bsz=3, src_len=7, tgt_len=5, seed=1)
+    tgt = torch.cat([prev[:, 1:], torch.full((3, 1), 2)], dim=1)  # target = prev shifted
+    links = torch.tensor([[[0, 0], [1, 1], [3, 2]]] * 3)
+    sample = sample_of(src, tgt, links)
+    if trees:
+        rows = [right_branching(int(n) - 1) for n in lengths]
+        width = max(len(r) for r in rows)
+        sample["net_input"]["src_tree"] = torch.tensor(
+            [r + [[-1, -1]] * (width - len(r)) for r in rows])
+    return sample
+
+
+def test_tree2seq_supervises_word_and_phrase_weights_folded_onto_the_words():
+    model = build_model("tree2seq", encoder_embed_dim=8, encoder_hidden_size=8,
+                        decoder_embed_dim=8, decoder_hidden_size=16, dropout=0.0).train()
+    sample = _model_sample(model, trees=True)
+    net_input = sample["net_input"]
+    crit = criterion(model.decoder.dictionary)
+    _, _, log = crit(model, sample)
+    with torch.no_grad():
+        _, extra = model(**net_input)
+    src_nonpad = net_input["src_tokens"].ne(1)
+    tgt_nonpad = sample["target"].ne(1)
+    rows = tgt_nonpad[:, :, None] & src_nonpad[:, None, :]
+    word_columns = extra["attn"][0]
+    # the word columns alone are not a distribution: phrases take part of the weight
+    assert float(word_columns.sum(-1)[tgt_nonpad].max()) < 0.99
+    folded = fold_phrase_attention(extra["memory_attn"][0], net_input["src_tree"], src_nonpad)
+    torch.testing.assert_close(folded.sum(-1)[tgt_nonpad], torch.ones(int(tgt_nonpad.sum())))
+    pos = link_positions(net_input["alignment_links"], src_nonpad, tgt_nonpad)
+    gold = gold_attention(*pos, src_nonpad, tgt_nonpad)
+    expected = ((folded - gold) ** 2).masked_fill(~rows, 0).sum()
+    assert float(log["alignment_loss"]) == pytest.approx(float(expected), rel=1e-5)
+    # without the trees the extra columns cannot be folded
+    del net_input["src_tree"]
+    with pytest.raises(ValueError, match="no source trees"):
+        supervised_weights(extra, net_input, src_nonpad)
+
+
+def test_local_p_supervises_the_window_softmax_before_the_gaussian():
+    model = build_model("sdatt_local_p", encoder_embed_dim=8, encoder_hidden_size=8,
+                        decoder_embed_dim=8, decoder_hidden_size=16, local_window=2.0,
+                        dropout=0.0).train()
+    sample = _model_sample(model)
+    net_input = sample["net_input"]
+    crit = criterion(model.decoder.dictionary)
+    _, _, log = crit(model, sample)
+    with torch.no_grad():
+        _, extra = model(**net_input)
+        # one step by hand: the window softmax of the Luong scores, zero outside the window
+        attention = model.decoder.attention
+        encoder_out = model.encoder(net_input["src_tokens"], net_input["src_lengths"])
+        state = attention.init_state(encoder_out)
+        hidden = torch.randn(3, 16)
+        _, weights, new_state = attention(hidden, encoder_out, state)
+        before = new_state["extra.attn_before_gaussian"]
+        scores = attention.score(hidden, state["keys"])
+    window = weights.gt(0)
+    by_hand = torch.softmax(scores.masked_fill(~window, float("-inf")), dim=-1)
+    torch.testing.assert_close(before, by_hand)
+    assert bool((weights[window] < before[window]).all())  # the Gaussian lowers every weight
+    src_nonpad = net_input["src_tokens"].ne(1)
+    tgt_nonpad = sample["target"].ne(1)
+    supervised = extra["attn_before_gaussian"][0]
+    torch.testing.assert_close(supervised.sum(-1)[tgt_nonpad], torch.ones(int(tgt_nonpad.sum())))
+    assert float(extra["attn"][0].sum(-1)[tgt_nonpad].max()) < 0.99  # after the Gaussian
+    rows = tgt_nonpad[:, :, None] & src_nonpad[:, None, :]
+    pos = link_positions(net_input["alignment_links"], src_nonpad, tgt_nonpad)
+    gold = gold_attention(*pos, src_nonpad, tgt_nonpad)
+    expected = ((supervised - gold) ** 2).masked_fill(~rows, 0).sum()
+    assert float(log["alignment_loss"]) == pytest.approx(float(expected), rel=1e-5)
 
 
 # --------------------------------------------------------------------------- transformer_align
@@ -429,7 +569,8 @@ def test_train_generate_and_score_alignments(synthetic_databin, synthetic_raw, j
 def test_strategies_keep_the_frozen_part_bit_identical(synthetic_databin, joint_run, tmp_path):
     save_j, _ = joint_run
     joint, _ = load_state(save_j / "checkpoint_last.pt")
-    output = {k for k in joint if k.startswith(("decoder.fc_out.", "decoder.project_out."))}
+    output = {k for k in joint if k.startswith(
+        ("decoder.attention.combine.", "decoder.fc_out.", "decoder.project_out."))}
     assert output and len(output) < len(joint)
     # Stage A, continuing the joint run with its Adam state (non-zero moments for every
     # parameter) and weight decay: the output layer must not move.

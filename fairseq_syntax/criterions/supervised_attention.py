@@ -41,6 +41,20 @@ cross-attention averaged over ``--alignment-heads``; set ``--alignment-layer`` b
 number of decoder layers). Source and target may be padded on either side: positions
 are located from the padding masks.
 
+**Which weights are supervised.** ``A`` must be, like ``A*``, a distribution over the
+source positions (:func:`supervised_weights`):
+
+* local-p (``sdatt_local_p``): the window softmax *before* the Gaussian
+  (``extra["attn_before_gaussian"]``); the weights that make the context are that times
+  a Gaussian and sum to less than one, so no row could ever match ``A*``;
+* tree2seq: the attention runs over the words and the phrases (eq. 13), and its word
+  columns alone sum to less than one. Each phrase's weight is *folded* onto the words it
+  covers, shared equally among them (:func:`fold_phrase_attention`): ``A[t, j] = α_t(j) +
+  Σ_{phrases k ∋ j} α_t(k) / |k|``. So the supervision reaches the phrase weights too,
+  and attention to a phrase counts as attention to its words, instead of renormalising
+  the word columns, which would ignore the mass on phrases altogether;
+* every other model: ``extra["attn"][0]``.
+
 **Optimisation strategies** (paper section 3.3, ``--attention-strategy``):
 
 * ``joint`` (J): every parameter trains on the loss above.
@@ -50,17 +64,27 @@ are located from the padding masks.
 * ``translation`` (T): the output part trains on the NLL, the alignment part stays
   frozen (its distance is still computed and logged, but has no gradient here).
 
-The parts are split by parameter name. **Output part** (the paper's ``g(s_t, ...)``):
-parameters whose name starts with one of ``--output-layer-prefixes``, by default
-``decoder.fc_out`` and ``decoder.project_out`` (the backbone's ``softmax(W_s h̃_t)``),
+The parts are split by parameter name, following section 3.3: A is "all networks
+before the hidden state s_t", T "the network g(s_t, y*_{t-1})", the two-layer network
+from the decoder state (which already holds the context, eq. 2) to the word
+probabilities. In the Luong backbone the context enters after the LSTM, so ``s_t`` is
+the LSTM state ``h_t`` plus the context ``c_t``, and g is ``softmax(W_s tanh(W_c [c_t;
+h_t]))``. **Output part** T: parameters whose name starts with one of
+``--output-layer-prefixes``, by default ``decoder.attention.combine`` (``W_c``, the first
+layer of g in every attentional layer of the plugin; for look-ahead, the last
+combination), ``decoder.fc_out`` and ``decoder.project_out`` (``W_s``, factored),
 ``decoder.output_projection`` (fairseq's transformer), ``decoder.additional_fc`` and
-``decoder.embed_out`` (fairseq's LSTM). **Alignment part**: everything else, i.e.
-everything that produces the attentional state h̃_t (the paper's ``s_t``): the encoder
-and its extensions, both embeddings, ``decoder.init_*``, the decoder LSTM cells
-``decoder.layers.*`` and the attentional layer ``decoder.attention.*`` (score
-projection W_a and W_c, which makes h̃_t; through input feeding, W_c also shapes later
-attention). A parameter that belongs to both parts (a decoder input embedding tied to
-the output matrix) is frozen under both ``alignment`` and ``translation``.
+``decoder.embed_out`` (fairseq's LSTM). **Alignment part** A: everything else, i.e.
+everything that produces the attention weights and ``h_t``: the encoder and its
+extensions, both embeddings, ``decoder.init_*``, the decoder LSTM cells
+``decoder.layers.*`` and the rest of the attentional layer ``decoder.attention.*`` (score
+projection ``W_a``, position predictors, gates). One difference from the paper's
+network: through input feeding ``h̃_t = tanh(W_c [c_t; h_t])`` is also an input of the
+next LSTM step, so training T moves later attention weights too (the frozen A
+parameters stay bit-identical). ``--output-layer-prefixes decoder.fc_out,
+decoder.project_out`` keeps ``W_c`` in A instead (this criterion's choice before issue
+15). A parameter that belongs to both parts (a decoder input embedding tied to the
+output matrix) is frozen under both ``alignment`` and ``translation``.
 
 Freezing happens at the first training forward: frozen parameters get
 ``requires_grad_(False)`` and ``grad = None``. fairseq's optimizers (Adam, SGD, ...)
@@ -115,12 +139,14 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.logging import metrics
 from torch import Tensor
 
+from fairseq_syntax.modules.local_attention import BEFORE_GAUSSIAN
+
 logger = logging.getLogger(__name__)
 
 TRANSFORMS = ChoiceEnum(["simple", "smoothed"])
 STRATEGIES = ChoiceEnum(["joint", "alignment", "translation"])
 DEFAULT_OUTPUT_PREFIXES = (
-    "decoder.fc_out,decoder.project_out,decoder.output_projection,"
+    "decoder.attention.combine,decoder.fc_out,decoder.project_out,decoder.output_projection,"
     "decoder.additional_fc,decoder.embed_out"
 )
 
@@ -162,7 +188,8 @@ class SupervisedAttentionConfig(LabelSmoothedCrossEntropyCriterionConfig):
     output_layer_prefixes: str = field(
         default=DEFAULT_OUTPUT_PREFIXES,
         metadata={"help": "comma-separated parameter-name prefixes of the output part (the "
-                  "paper's T network); every other parameter is the alignment part"},
+                  "paper's T network g: by default W_c of the attentional layer and the output "
+                  "layer); every other parameter is the alignment part"},
     )
     ignore_unaligned_sentences: bool = field(
         default=False,
@@ -289,6 +316,64 @@ def attention_distance(attn: Tensor, gold: Tensor, src_nonpad: Tensor, row_mask:
     diff = (attn.float() - gold) ** 2
     mask = row_mask[:, :, None] & src_nonpad[:, None, :]
     return diff.masked_fill(~mask, 0.0).sum()
+
+
+def fold_phrase_attention(weights: Tensor, tree: Tensor, src_nonpad: Tensor) -> Tensor:
+    """Tree2seq's attention over words and phrases folded onto the source positions.
+
+    ``weights`` ``[B, T, S + M]``: source positions first (leaf ``j`` is position ``j``,
+    the source right-padded, eos not a leaf), then the ``M`` rows of ``tree [B, M, 2]``
+    (internal node ``n + k`` is row ``k``, children before parents, padding rows ``-1``;
+    see :mod:`fairseq_syntax.modules.tree_lstm`). Returns ``[B, T, S]``: each position's
+    own weight plus, for every phrase that covers it, the phrase's weight divided by the
+    number of leaves the phrase covers. A row that sums to one over words and phrases sums
+    to one over the positions.
+    """
+    bsz, _, width = weights.shape
+    src_len = src_nonpad.size(1)
+    rows = tree.size(1)
+    if width != src_len + rows:
+        raise ValueError(
+            f"the attention covers {width} positions, but the source has {src_len} and its "
+            f"tree {rows} phrase rows (expected {src_len + rows})"
+        )
+    num_leaves = (src_nonpad.sum(1) - 1).view(-1, 1, 1)
+    valid = tree[..., 0].ge(0)
+    slots = torch.where(tree < num_leaves, tree, tree - num_leaves + src_len)  # buffer slots
+    slots = slots.masked_fill(~valid.unsqueeze(-1), 0)
+    # cover[b, slot, j] = 1 when leaf j is under the node in that slot
+    cover = torch.zeros(bsz, src_len + rows, src_len, dtype=torch.float32, device=weights.device)
+    cover[:, :src_len] = torch.eye(src_len, device=weights.device)
+    batch = torch.arange(bsz, device=weights.device)
+    for k in range(rows):  # children come before their parent
+        both = cover[batch, slots[:, k, 0]] + cover[batch, slots[:, k, 1]]
+        cover[:, src_len + k] = both * valid[:, k, None].to(both.dtype)
+    fold = cover / cover.sum(-1, keepdim=True).clamp(min=1.0)
+    return torch.bmm(weights.float(), fold).to(weights.dtype)
+
+
+def _first(value):
+    """``extra`` holds lists of tensors (``extra["attn"] = [tensor]``); a bare tensor works too."""
+    value = value[0] if isinstance(value, (list, tuple)) and value else value
+    return value if torch.is_tensor(value) else None
+
+
+def supervised_weights(extra: Dict, net_input: Dict, src_nonpad: Tensor) -> Optional[Tensor]:
+    """The model's attention as a distribution over source positions (``[B, T, S]``,
+    see the module docstring), or None when the model returns none."""
+    before = _first(extra.get(BEFORE_GAUSSIAN))
+    if before is not None:
+        return before
+    memory = _first(extra.get("memory_attn"))
+    if memory is not None:
+        if net_input.get("src_tree") is None:
+            raise ValueError(
+                "the model attends over more than the source positions (extra['memory_attn']) "
+                "but the batch has no source trees (net_input['src_tree']) to fold the extra "
+                "rows onto the words: use --task syntax_translation with tree side-files"
+            )
+        return fold_phrase_attention(memory, net_input["src_tree"], src_nonpad)
+    return _first(extra.get("attn"))
 
 
 # --------------------------------------------------------------------------- parameter parts
@@ -519,9 +604,8 @@ class SupervisedAttentionCrossEntropy(LabelSmoothedCrossEntropyCriterion):
                 )
             return None, 0
         extra = net_output[1] if len(net_output) > 1 and isinstance(net_output[1], dict) else {}
-        attn = extra.get("attn")
-        attn = attn[0] if isinstance(attn, (list, tuple)) and attn else attn
-        if not torch.is_tensor(attn):
+        attn = supervised_weights(extra, net_input, src_nonpad)
+        if attn is None:
             raise ValueError(
                 f"{type(unwrap_model(model)).__name__} returns no attention in extra['attn'][0] "
                 "in this mode; supervised attention needs [B, T, S] attention over source "

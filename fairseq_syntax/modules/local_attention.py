@@ -27,6 +27,7 @@ import torch.nn as nn
 from torch import Tensor
 
 from fairseq_syntax.modules.global_attention import GlobalAttentionLayer, masked_softmax
+from fairseq_syntax.modules.rnn_decoder import EXTRA
 
 
 def last_positions(padding_mask: Tensor) -> Tensor:
@@ -55,8 +56,12 @@ class PositionPredictor(nn.Module):
         return last_position.to(logit.dtype) * torch.sigmoid(logit)
 
 
+BEFORE_GAUSSIAN = "attn_before_gaussian"  # the decoder's extra: local-p's window softmax
+
+
 def local_p_weights(scores: Tensor, position: Tensor, padding_mask: Tensor, window: float,
-                    sigma: Optional[float] = None) -> Tensor:
+                    sigma: Optional[float] = None,
+                    extras: Optional[Dict[str, Tensor]] = None) -> Tensor:
     """Luong et al. (2015) local-p weights (Chen et al. eqs. 6-7).
 
     ``a_ij = softmax_{k ∈ W_i}(e_ik)_j · exp(-(j - p_i)² / 2σ²)`` for ``j`` in the window
@@ -67,6 +72,9 @@ def local_p_weights(scores: Tensor, position: Tensor, padding_mask: Tensor, wind
     empty: the nearest integer to ``p_i ∈ [0, J]`` is a real position within ``0.5 <= D``.
 
     ``scores`` ``[B, S]``, ``position`` ``[B]``, ``padding_mask`` ``[B, S]`` -> ``[B, S]``.
+    ``extras`` (a dict) receives ``extras[BEFORE_GAUSSIAN]``: the window softmax before
+    the Gaussian, a distribution over the source positions (what supervised attention
+    supervises).
     """
     if window < 0.5:
         raise ValueError(f"the local window D must be >= 0.5 so that it holds a position, got {window}")
@@ -75,6 +83,8 @@ def local_p_weights(scores: Tensor, position: Tensor, padding_mask: Tensor, wind
     offset = positions.unsqueeze(0) - position.float().unsqueeze(1)
     outside = offset.abs().gt(window) | padding_mask
     align = masked_softmax(scores, outside)
+    if extras is not None:
+        extras[BEFORE_GAUSSIAN] = align
     return align * gaussian(offset, sigma).type_as(align)
 
 
@@ -146,9 +156,10 @@ class LocalPWeights(nn.Module):
         self.sigma = sigma
 
     def forward(self, hidden: Tensor, scores: Tensor, encoder_out: Dict[str, Tensor],
-                state: Dict[str, Tensor]) -> Tensor:
+                state: Dict[str, Tensor], extras: Optional[Dict[str, Tensor]] = None) -> Tensor:
         position = self.predictor(hidden, state["last_position"])
-        return local_p_weights(scores, position, encoder_out["padding_mask"], self.window, self.sigma)
+        return local_p_weights(scores, position, encoder_out["padding_mask"], self.window, self.sigma,
+                               extras)
 
 
 class SyntaxDirectedWeights(nn.Module):
@@ -181,7 +192,7 @@ class SyntaxDirectedWeights(nn.Module):
         self.interpolate = interpolate
 
     def forward(self, hidden: Tensor, scores: Tensor, encoder_out: Dict[str, Tensor],
-                state: Dict[str, Tensor]) -> Tensor:
+                state: Dict[str, Tensor], extras: Optional[Dict[str, Tensor]] = None) -> Tensor:
         distances = encoder_out.get("src_distances")
         if distances is None:
             raise KeyError(
@@ -203,6 +214,9 @@ class LocalAttentionLayer(GlobalAttentionLayer):
     ``h̃_t = tanh(W_c [c; h_t])``, which feeds the output layer and input feeding. The
     weights returned are the ones that made the context (for local-p they sum to at most 1,
     see :func:`local_p_weights`). The state adds ``last_position`` (the eos index ``J``).
+    Local-p also puts its window softmax (a distribution over the source positions) in
+    the returned state as ``"extra." + BEFORE_GAUSSIAN``, which the decoder returns as
+    ``extra[BEFORE_GAUSSIAN]`` (see :class:`~fairseq_syntax.modules.rnn_decoder.RNNDecoder`).
     """
 
     def __init__(self, query_dim: int, key_dim: int, local_weights: nn.Module,
@@ -217,5 +231,8 @@ class LocalAttentionLayer(GlobalAttentionLayer):
 
     def forward(self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]):
         scores = self.score(hidden, state["keys"])
-        weights = self.local_weights(hidden, scores, encoder_out, state)
+        extras: Dict[str, Tensor] = {}
+        weights = self.local_weights(hidden, scores, encoder_out, state, extras=extras)
+        if extras:
+            state = dict(state, **{EXTRA + k: v for k, v in extras.items()})
         return self.attentional_state(weights, hidden, state), weights, state

@@ -8,6 +8,7 @@ from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
 
 STATE_KEY = "rnn_state"
+EXTRA = "extra."  # prefix of the per-step outputs an attentional layer puts in its state
 
 
 class RNNDecoder(FairseqIncrementalDecoder):
@@ -27,7 +28,13 @@ class RNNDecoder(FairseqIncrementalDecoder):
     flat dict of batch-first tensors, cached in the incremental state and reordered for
     beam search as a whole. Attention weights are returned in training and in
     generation as ``extra["attn"][0]``, ``[B, T, S]`` over the source positions
-    (tokens then eos, right-padded) that the alignments use.
+    (tokens then eos, right-padded) that the alignments use. When the layer attends over
+    more than the source positions (tree2seq: the words, then ``M`` phrase rows),
+    ``extra["memory_attn"][0]`` ``[B, T, S + M]`` holds all its weights. A layer may also
+    put per-step ``[B, ...]`` tensors in the state it returns under keys ``"extra." +
+    name``: they are not kept in the state but come back stacked over the steps as
+    ``extra[name][0]`` ``[B, T, ...]`` (local-p: ``attn_before_gaussian``, which the
+    supervised-attention criterion reads).
     """
 
     def __init__(self, dictionary, embed_dim: int, hidden_size: int, num_layers: int,
@@ -77,8 +84,9 @@ class RNNDecoder(FairseqIncrementalDecoder):
 
     def step(self, embedded: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor],
              dropout_mask: Optional[Tensor] = None):
-        """One decoding step: ``[B, E]`` embedded previous token -> (h̃_t, weights, state);
-        ``dropout_mask`` (scaled, ``[B, F]``) is applied to ``h̃_t``."""
+        """One decoding step: ``[B, E]`` embedded previous token -> (h̃_t, weights, state,
+        the layer's per-step extras); ``dropout_mask`` (scaled, ``[B, F]``) is applied to
+        ``h̃_t``."""
         x = torch.cat([embedded, state["input_feed"]], dim=-1)
         hiddens, cells = [], []
         for i, cell in enumerate(self.layers):
@@ -88,6 +96,7 @@ class RNNDecoder(FairseqIncrementalDecoder):
             cells.append(c)
         attention_state = {k[len("attention."):]: v for k, v in state.items() if k.startswith("attention.")}
         out, weights, attention_state = self.attention(h, encoder_out, attention_state)
+        extras = {k[len(EXTRA):]: v for k, v in attention_state.items() if k.startswith(EXTRA)}
         if dropout_mask is not None:
             out = out * dropout_mask
         new_state = {
@@ -95,8 +104,9 @@ class RNNDecoder(FairseqIncrementalDecoder):
             "cell": torch.stack(cells, dim=1),
             "input_feed": out,
         }
-        new_state.update({"attention." + k: v for k, v in attention_state.items()})
-        return out, weights, new_state
+        new_state.update({"attention." + k: v for k, v in attention_state.items()
+                          if not k.startswith(EXTRA)})
+        return out, weights, new_state, extras
 
     def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
         state = None
@@ -112,16 +122,24 @@ class RNNDecoder(FairseqIncrementalDecoder):
             masks = F.dropout(embedded.new_ones(bsz, steps, self.attention.output_dim), p=self.dropout)
         outs: List[Tensor] = []
         attns: List[Tensor] = []
+        step_extras: Dict[str, List[Tensor]] = {}
         for t in range(steps):
-            out, weights, state = self.step(embedded[:, t], encoder_out, state,
-                                            None if masks is None else masks[:, t])
+            out, weights, state, extras = self.step(embedded[:, t], encoder_out, state,
+                                                    None if masks is None else masks[:, t])
             outs.append(out)
             attns.append(weights)
+            for key, value in extras.items():
+                step_extras.setdefault(key, []).append(value)
         if incremental_state is not None:
             self.set_incremental_state(incremental_state, STATE_KEY, state)
         src_len = encoder_out["padding_mask"].size(1)
-        attn = torch.stack(attns, dim=1)[:, :, :src_len]
-        return torch.stack(outs, dim=1), {"attn": [attn]}
+        memory_attn = torch.stack(attns, dim=1)
+        extra = {"attn": [memory_attn[:, :, :src_len]]}
+        if memory_attn.size(2) > src_len:
+            extra["memory_attn"] = [memory_attn]
+        for key, values in step_extras.items():
+            extra[key] = [torch.stack(values, dim=1)]
+        return torch.stack(outs, dim=1), extra
 
     def pre_output(self, features: Tensor) -> Tensor:
         """``h̃_t`` as it enters ``fc_out``: through ``project_out`` (and dropout) if any."""

@@ -157,6 +157,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             stream=sys.stdout,
             force=True,  # importing fairseq may already have configured logging to stderr
         )
+    # recorded in the manifest, so that a data-bin of an outdated format names its rebuild
+    args.command = [PROG] + list(sys.argv[1:] if argv is None else argv)
     from .pipeline import run
 
     try:

@@ -14,7 +14,8 @@ Steps (nothing is written to ``--destdir`` unless all of them succeed):
    ``--align eflomal`` align the train and valid splits (:mod:`.eflomal_align`, started
    first, in a thread); project the alignments onto subwords and binarise them as
    fairseq's alignment binarizer does;
-3. project the heads onto subwords and binarise the trees; write the ``heads``/``tree``
+3. project the heads onto subwords, record the word of each subword, binarise the word
+   trees and hang each word's pieces below it; write the ``heads``/``words``/``tree``
    side-files, ``spm.model`` and ``syntax_manifest.json`` into the staging folder;
 4. move the staging folder into place (with ``--force``, replacing the old folder only
    at this last step).
@@ -39,7 +40,9 @@ import numpy as np
 from tqdm import tqdm
 
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees
-from fairseq_syntax.syntax.dependency import binarize_head_outward, project_heads_to_subwords
+from fairseq_syntax.data.raw_input import word_index_of_pieces
+from fairseq_syntax.data.side_files import FORMAT_VERSION
+from fairseq_syntax.syntax.dependency import project_heads_to_subwords, subword_binary_tree
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line, project_alignment_to_subwords
 from fairseq_syntax.syntax.text_io import read_text_lines
@@ -48,7 +51,6 @@ from .eflomal_align import SYMMETRISATION, BackgroundAlignment, eflomal_version
 
 logger = logging.getLogger("fairseq_syntax_preprocess")
 
-FORMAT_VERSION = 1
 SPM_MODEL_NAME = "spm.model"
 
 PROJECTION_RULE = (
@@ -58,12 +60,22 @@ PROJECTION_RULE = (
     "fairseq's eos, attaches to the root word's first piece. Each heads row has "
     "n_subwords + 1 entries."
 )
+WORDS_RULE = (
+    "Words: per sentence, the 0-based index of the source word each subword token belongs "
+    "to, then -1 for eos (not a word); n_subwords + 1 entries. The collater takes the "
+    "distance between any pieces of words a and b as the word tree distance d(a, b) (0 "
+    "within a word) and eos as farther than any window (EOS_DISTANCE)."
+)
 BINARISATION_RULE = (
-    "Head-outward binarisation of the subword dependency tree (eos excluded): the phrase of "
-    "a head starts as its own leaf, absorbs its right dependents' phrases closest first as "
+    "Head-outward binarisation of the word-level dependency tree: the phrase of a head "
+    "starts as its own leaf, absorbs its right dependents' phrases closest first as "
     "(phrase, dependent), then its left dependents' phrases closest first as (dependent, "
-    "phrase). Leaves are 0..n-1; internal node k is n+k, each row is (left, right), "
-    "children before parents, root last; each tree row is the flattened [n-1, 2] array."
+    "phrase). Then each word's subword pieces hang below it as a right-branching subtree "
+    "(p0, (p1, (... (p_{c-2}, p_{c-1})))), so every phrase covers whole words "
+    "(fairseq_syntax.syntax.dependency.hang_pieces_below_words). Leaves are the n subword "
+    "pieces 0..n-1 (eos excluded); internal node k is n+k: first the pieces' nodes, word "
+    "by word, then the word tree's nodes; each row is (left, right), children before "
+    "parents, root last; each tree row is the flattened [n-1, 2] array."
 )
 ALIGNMENT_RULE = (
     "Pharaoh i-j (0-based, source-target) word links projected onto subwords: every piece "
@@ -105,6 +117,7 @@ class EncodedSplit:
     target_pieces: List[List[str]] = field(default_factory=list)
     align_links: Optional[List[List[Tuple[int, int]]]] = None  # subword links per sentence
     heads: List[np.ndarray] = field(default_factory=list)
+    words: List[np.ndarray] = field(default_factory=list)  # word of each subword, -1 for eos
     trees: List[np.ndarray] = field(default_factory=list)
     source_lengths: List[int] = field(default_factory=list)
     target_lengths: List[int] = field(default_factory=list)
@@ -376,11 +389,14 @@ def encode_subwords(data: SplitData, sp, target_words: bool) -> EncodedSplit:
 
 
 def subword_heads_and_tree(word_heads, counts):
-    """A word tree projected onto the subwords (heads, eos included) and its head-outward
-    binary tree, flattened, both as the side-files store them (int32)."""
+    """A word tree projected onto the subwords (heads, eos included), the word of each
+    subword (``-1`` for eos) and the binary tree (word-level head-outward binarisation,
+    each word's pieces hung below it), flattened, as the side-files store them (int32)."""
     heads = project_heads_to_subwords(word_heads, counts)
-    binary = binarize_head_outward(heads[:-1])
-    return np.asarray(heads, dtype=np.int32), binary.astype(np.int32).reshape(-1)
+    binary = subword_binary_tree(word_heads, counts)
+    words = word_index_of_pieces(counts) + [-1]
+    return (np.asarray(heads, dtype=np.int32), np.asarray(words, dtype=np.int32),
+            binary.astype(np.int32).reshape(-1))
 
 
 class EarlyProjection:
@@ -398,6 +414,7 @@ class EarlyProjection:
         self.name = name
         self.counts: Optional[List[List[int]]] = None
         self.heads: List[np.ndarray] = []
+        self.words: List[np.ndarray] = []
         self.trees: List[np.ndarray] = []
         self.stopped = False
 
@@ -414,8 +431,9 @@ class EarlyProjection:
                 return
         try:
             for k in range(len(self.heads), min(len(parsed), len(self.counts))):
-                heads, tree = subword_heads_and_tree(parsed[k].heads, self.counts[k])
+                heads, words, tree = subword_heads_and_tree(parsed[k].heads, self.counts[k])
                 self.heads.append(heads)
+                self.words.append(words)
                 self.trees.append(tree)
         except (ValueError, IndexError):
             self.stopped = True
@@ -436,16 +454,17 @@ def project_trees(data: SplitData, out: EncodedSplit,
     start = 0
     if early is not None and early.counts == out.source_counts:
         start = len(early.heads)
-        out.heads, out.trees = early.heads[:], early.trees[:]
+        out.heads, out.words, out.trees = early.heads[:], early.words[:], early.trees[:]
     for k, (tree, counts) in enumerate(zip(data.trees, out.source_counts)):
         if k < start:
             continue
         try:
-            heads, binary = subword_heads_and_tree(tree.heads, counts)
+            heads, words, binary = subword_heads_and_tree(tree.heads, counts)
         except ValueError as err:
             raise SyntaxInputError(f"sentence {k + 1}: {err}", files.parse,
                                    tree.line or None) from None
         out.heads.append(heads)
+        out.words.append(words)
         out.trees.append(binary)
 
 
@@ -490,11 +509,12 @@ def write_alignments(staging: str, encoded: Sequence[EncodedSplit], src: str, tg
 
 
 def write_side_files(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str) -> None:
-    """Write the heads and tree side-files of every split."""
-    from fairseq_syntax.data.side_files import HEADS, TREE, side_file_prefix, write_side_file
+    """Write the heads, words and tree side-files of every split."""
+    from fairseq_syntax.data.side_files import HEADS, TREE, WORDS, side_file_prefix, write_side_file
 
     for split in encoded:
         write_side_file(side_file_prefix(staging, split.name, src, tgt, HEADS), split.heads)
+        write_side_file(side_file_prefix(staging, split.name, src, tgt, WORDS), split.words)
         write_side_file(side_file_prefix(staging, split.name, src, tgt, TREE), split.trees)
 
 
@@ -549,6 +569,8 @@ def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[EncodedS
     """The manifest recording how the side-files were made."""
     return {
         "format_version": FORMAT_VERSION,
+        "command": ({"argv": list(args.command), "cwd": os.getcwd()}
+                    if getattr(args, "command", None) else None),
         "source_lang": args.source_lang,
         "target_lang": args.target_lang,
         "parse": parse_record(args, splits, parser),
@@ -563,10 +585,12 @@ def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[EncodedS
             "requested_vocab_size": args.vocab_size if trained else None,
         },
         "projection": PROJECTION_RULE,
+        "words": WORDS_RULE,
         "binarisation": BINARISATION_RULE,
         "alignment_projection": ALIGNMENT_RULE if any(e.aligned for e in encoded) else None,
         "side_files": {
             "heads": "{split}.{src}-{tgt}.{src}.heads",
+            "words": "{split}.{src}-{tgt}.{src}.words",
             "tree": "{split}.{src}-{tgt}.{src}.tree",
         },
         "splits": {

@@ -12,7 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from fairseq_syntax.syntax.dependency import binarize_head_outward, project_heads_to_subwords
+from fairseq_syntax.syntax.dependency import (
+    binarize_head_outward,
+    hang_pieces_below_words,
+    project_heads_to_subwords,
+)
 from fairseq_syntax.syntax.pharaoh import project_alignment_to_subwords
 
 SCRIPT = "fairseq-syntax-preprocess"
@@ -357,10 +361,13 @@ def test_side_files_match_token_binaries(good):
     for split, n in (("train", 48), ("valid", 8), ("test", 6)):
         tokens = MMapIndexedDataset(str(dest / f"{split}.{SRC}-{TGT}.{SRC}"))
         heads, tree = _side(dest, split, "heads"), _side(dest, split, "tree")
-        assert len(tokens) == len(heads) == len(tree) == n
+        words = _side(dest, split, "words")
+        assert len(tokens) == len(heads) == len(words) == len(tree) == n
         for k in range(n):
             length = int(tokens.sizes[k]) - 1  # without eos
             assert int(heads.sizes[k]) == length + 1
+            assert int(words.sizes[k]) == length + 1
+            assert np.asarray(words[k])[-1] == -1  # eos is not a word
             assert int(tree.sizes[k]) == 2 * (length - 1)
             row = np.asarray(heads[k])
             assert row[-1] == row.tolist().index(-1)  # eos attaches to the root piece
@@ -378,6 +385,7 @@ def test_round_trip_one_sentence(good):
     tokens = MMapIndexedDataset(str(dest / f"train.{SRC}-{TGT}.{SRC}"))
     tgt_tokens = MMapIndexedDataset(str(dest / f"train.{SRC}-{TGT}.{TGT}"))
     heads, tree = _side(dest, "train", "heads"), _side(dest, "train", "tree")
+    words_file = _side(dest, "train", "words")
     align = MMapIndexedDataset(str(dest / f"train.align.{SRC}-{TGT}"))
     checked_split = 0
     for k in (0, 5, 17):
@@ -388,8 +396,11 @@ def test_round_trip_one_sentence(good):
         assert decoded == [p for ps in pieces for p in ps]
         expected_heads = project_heads_to_subwords(gold_heads, counts)
         assert np.asarray(heads[k]).tolist() == expected_heads
-        assert np.asarray(tree[k]).tolist() == binarize_head_outward(
-            expected_heads[:-1]).reshape(-1).tolist()
+        # the word tree binarised head-outward, each word's pieces hung below it
+        assert np.asarray(tree[k]).tolist() == hang_pieces_below_words(
+            binarize_head_outward(gold_heads), counts).reshape(-1).tolist()
+        assert np.asarray(words_file[k]).tolist() == [
+            w for w, c in enumerate(counts) for _ in range(c)] + [-1]
         tgt_pieces = sp.encode(tgt_words, out_type=str)
         assert [tgt_dict[int(i)] for i in tgt_tokens[k][:-1]] == [p for ps in tgt_pieces
                                                                  for p in ps]
@@ -404,7 +415,9 @@ def test_manifest(good):
     dest, info = good
     with open(dest / "syntax_manifest.json", encoding="utf-8") as f:
         manifest = json.load(f)
-    assert manifest["format_version"] == 1
+    assert manifest["format_version"] == 2
+    assert manifest["command"]["argv"][0] == "fairseq-syntax-preprocess"
+    assert manifest["side_files"]["words"] == "{split}.{src}-{tgt}.{src}.words"
     assert (manifest["source_lang"], manifest["target_lang"]) == (SRC, TGT)
     assert manifest["parse"]["kind"] == "conllu"
     assert [os.path.basename(p) for p in manifest["parse"]["files"]] == [
@@ -416,6 +429,7 @@ def test_manifest(good):
     assert manifest["spm_vocab_size"] == sp.get_piece_size()
     assert "first piece" in manifest["projection"] and "eos" in manifest["projection"]
     assert "closest first" in manifest["binarisation"]
+    assert "right-branching" in manifest["binarisation"]
     for split, n, aligned in (("train", 48, True), ("valid", 8, True), ("test", 6, False)):
         entry = manifest["splits"][split]
         assert entry["sentences"] == n
@@ -607,5 +621,6 @@ def test_early_projection_equals_projection_after_parsing(tmp_path):
         assert len(early.heads) == (broken or len(trees))
         enc = EncodedSplit(name="train", source_counts=counts)
         project_trees(SplitData(files, [], [], trees, None), enc, early)
-        for got, want in ((enc.heads, expected.heads), (enc.trees, expected.trees)):
+        for got, want in ((enc.heads, expected.heads), (enc.words, expected.words),
+                          (enc.trees, expected.trees)):
             assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))

@@ -364,10 +364,11 @@ def _setup_task(databin, extra=()):
 
 def test_raw_input_dataset_carries_distances_of_the_parse(parsed_databin, tiny_parser):
     """In process: the raw-input hooks give the same distances as parsing the words with
-    the recorded parser, projecting onto spm.model's pieces and taking tree distances."""
+    the recorded parser, projecting onto spm.model's pieces and taking the distances
+    between words (spread to their pieces, eos farther than any window)."""
     import sentencepiece as spm
 
-    from fairseq_syntax.data.tree_tensors import HEAD_PAD, pad_rows, tree_distances
+    from fairseq_syntax.data.tree_tensors import HEAD_PAD, WORD_PAD, pad_rows, word_distances
     from fairseq_syntax.syntax.dependency import project_heads_to_subwords
     from fairseq_syntax_preprocess.spacy_parse import SpacyParser
 
@@ -379,18 +380,21 @@ def test_raw_input_dataset_carries_distances_of_the_parse(parsed_databin, tiny_p
 
     sp = spm.SentencePieceProcessor(model_file=str(dest / "spm.model"))
     trees = SpacyParser(tiny_parser).parse([l.split() for l in RAW_LINES], progress=False)
-    expected = {}
+    expected, expected_words = {}, {}
     for k, (line, tree) in enumerate(zip(RAW_LINES, trees)):
         assert _roots(tree.heads) == 1
         pieces = sp.encode(line.split(), out_type=str)
         assert tokens[k].numel() == sum(map(len, pieces)) + 1
         heads = project_heads_to_subwords(tree.heads, [len(p) for p in pieces])
         expected[k] = torch.tensor(heads)
+        expected_words[k] = torch.tensor([w for w, p in enumerate(pieces) for _ in p] + [-1])
     order = batch["id"].tolist()
     width = batch["net_input"]["src_tokens"].size(1)
     want_heads = pad_rows([expected[i] for i in order], width, HEAD_PAD)
+    want_words = pad_rows([expected_words[i] for i in order], width, WORD_PAD)
     assert torch.equal(batch["net_input"]["src_heads"], want_heads)
-    assert torch.equal(batch["net_input"]["src_distances"], tree_distances(want_heads))
+    assert torch.equal(batch["net_input"]["src_words"], want_words)
+    assert torch.equal(batch["net_input"]["src_distances"], word_distances(want_heads, want_words))
 
     # fairseq-interactive's bare sample gets the same tensors in inference_step, and hard
     # subword alignments come back at word level

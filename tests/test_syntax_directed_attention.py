@@ -11,7 +11,10 @@ from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
 import fairseq_syntax  # noqa: F401  (registers the plugin)
-from fairseq_syntax.data.tree_tensors import HEAD_PAD, PAD_DISTANCE, tree_distances
+from fairseq_syntax.data.tree_tensors import (
+    EOS_DISTANCE, HEAD_PAD, PAD_DISTANCE, WORD_PAD, tree_distances, word_distances,
+)
+from fairseq_syntax.syntax.dependency import project_heads_to_subwords
 from model_utils import incremental_log_probs
 from fairseq_syntax.models.syntax_directed_rnn import SyntaxDirectedRNNModel
 from fairseq_syntax.modules.local_attention import (
@@ -33,18 +36,26 @@ def linear_distances(lengths, src_len):
     return dist.masked_fill(~(real.unsqueeze(2) & real.unsqueeze(1)), PAD_DISTANCE), ~real
 
 
-def random_tree_distances(lengths, src_len, seed=0):
-    """Distances of a random dependency tree per sentence (eos attached to the root)."""
+def random_tree_distances(lengths, src_len, seed=0, max_pieces=2):
+    """Distances as the collater makes them (:func:`word_distances`) for a random
+    dependency tree per sentence over random words of 1 to ``max_pieces`` pieces
+    (``lengths`` count the pieces and eos): word distances spread to the pieces, eos at
+    ``EOS_DISTANCE``."""
     g = torch.Generator().manual_seed(seed)
     heads = torch.full((len(lengths), src_len), HEAD_PAD)
+    words = torch.full((len(lengths), src_len), WORD_PAD)
     for b, n in enumerate(lengths):
-        words = n - 1
-        order = torch.randperm(words, generator=g).tolist()
-        heads[b, order[0]] = -1
+        counts, left = [], n - 1
+        while left:
+            counts.append(min(left, int(torch.randint(1, max_pieces + 1, (1,), generator=g))))
+            left -= counts[-1]
+        order = torch.randperm(len(counts), generator=g).tolist()
+        word_heads = [-1] * len(counts)
         for i, node in enumerate(order[1:], start=1):
-            heads[b, node] = order[int(torch.randint(i, (1,), generator=g))]
-        heads[b, words] = order[0]
-    return tree_distances(heads)
+            word_heads[node] = order[int(torch.randint(i, (1,), generator=g))]
+        heads[b, :n] = torch.tensor(project_heads_to_subwords(word_heads, counts))
+        words[b, :n] = torch.tensor([w for w, c in enumerate(counts) for _ in range(c)] + [-1])
+    return word_distances(heads, words)
 
 
 def tiny_dictionary(size):
@@ -182,11 +193,14 @@ def test_neighbourhood_is_never_empty():
 
 
 def test_padding_gets_no_weight_and_position_gets_a_gradient():
+    # one piece per word and p between two words, so that the interpolated row changes
+    # with p (the rows of two pieces of one word are equal, and between the last word
+    # and eos the Gaussian of EOS_DISTANCE underflows: p gets no gradient there)
     lengths = [9, 6]
-    dist = random_tree_distances(lengths, 9)
+    dist = random_tree_distances(lengths, 9, max_pieces=1)
     pad = torch.arange(9).unsqueeze(0) >= torch.tensor(lengths).unsqueeze(1)
     last = torch.tensor(lengths, dtype=torch.float) - 1
-    position = torch.tensor([3.4, 4.7], requires_grad=True)
+    position = torch.tensor([3.4, 3.7], requires_grad=True)
     scores = torch.randn(2, 9)
     weights = syntax_directed_weights(scores, distance_row(dist, position, last), pad, 4)
     assert weights.masked_select(pad).abs().max() == 0
@@ -399,6 +413,36 @@ def test_syntax_model_without_distances_names_the_fix():
     src, lengths, prev, _ = batch(model)
     with pytest.raises(KeyError, match="syntax_translation"):
         model(src, lengths, prev)
+
+
+@pytest.mark.parametrize("arch", ["sdatt_syntax", "sdatt_double_syntax"])
+def test_eos_is_outside_the_neighbourhood_but_in_the_global_context(arch):
+    """Word-level distances (DESIGN.md section 2): with n = 4 every word of "The
+    un·believ·able dog barked" is in the neighbourhood of "able" (a piece of the middle
+    word), eos is not; the double context's global weights still cover eos."""
+    heads = torch.tensor([project_heads_to_subwords([2, 2, 3, -1], [1, 3, 1, 1])])
+    words = torch.tensor([[0, 1, 1, 1, 2, 3, -1]])
+    dist = word_distances(heads, words)
+    assert dist[0, 3, 6] == EOS_DISTANCE
+    attention = centred_layer(arch, syntax_distance=4.0, syntax_row="nearest")  # p = 6/2 = 3
+    enc = encoder_out_for([7], distances=dist)
+    state = attention.init_state(enc)
+    hidden = torch.randn(1, 16)
+    _, returned, _ = attention(hidden, enc, state)
+    scores = attention.score(hidden, state["keys"])
+    local = attention.local_weights(hidden, scores, enc, state)
+    assert local[0, :6].gt(0).all() and local[0, 6] == 0
+    assert torch.allclose(local.sum(), torch.tensor(1.0))
+    if "double" in arch:
+        assert returned[0, 6] > 0 and torch.allclose(returned.sum(), torch.tensor(1.0))
+    else:
+        assert torch.equal(returned, local)
+
+
+def test_syntax_distance_must_stay_below_the_eos_distance():
+    with pytest.raises(ValueError, match="--syntax-distance"):
+        build("sdatt_syntax", syntax_distance=float(EOS_DISTANCE))
+    build("sdatt_syntax", syntax_distance=float(EOS_DISTANCE - 1))
 
 
 # --------------------------------------------------------------------- command lines

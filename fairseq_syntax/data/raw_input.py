@@ -17,13 +17,16 @@ calls ``task.inference_step`` with a sample whose ``net_input`` holds only
    the pieces after it that do not);
 3. **parse** (only when the model needs syntax): one tree per line over those words, with
    the spaCy parser recorded in the manifest (or ``--raw-input-parser``), sentence
-   starts preset as in preprocessing; heads projected to subwords and the binary tree
-   built by the same functions as the side-files (:func:`project_heads_to_subwords`,
-   :func:`binarize_head_outward`);
-4. **side tensors**: the dataset carries heads and trees, and its collater computes the
-   distances; ``inference_step`` adds the same tensors (``src_heads``,
-   ``src_distances``, ``src_tree``) to fairseq-interactive's bare sample by looking its
-   rows up among the lines it prepared (:class:`RawInputBatch`);
+   starts preset as in preprocessing; heads projected to subwords, the word of each
+   piece, and the binary tree (binarised over words, each word's pieces hung below it)
+   made by the same functions as the side-files (:func:`project_heads_to_subwords`,
+   :func:`word_index_of_pieces`, :func:`subword_binary_tree`); a data-bin whose
+   side-files are of another format version is refused, as in training;
+4. **side tensors**: the dataset carries heads, words and trees, and its collater
+   computes the word-level distances; ``inference_step`` adds the same tensors
+   (``src_heads``, ``src_words``, ``src_distances``, ``src_tree``) to
+   fairseq-interactive's bare sample by looking its rows up among the lines it prepared
+   (:class:`RawInputBatch`);
 5. **word alignments**: with ``--print-alignment`` (hard), the subword links
    ``(source piece, target piece)`` are collapsed to word links ``(source word, target
    word)``: each piece maps to the word it belongs to (target words are the
@@ -32,7 +35,6 @@ calls ``task.inference_step`` with a sample whose ``net_input`` holds only
    the detokenised hypothesis. Soft alignments (``--print-alignment soft``) stay at
    subword level.
 """
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -40,10 +42,10 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from fairseq_syntax.syntax.dependency import binarize_head_outward, project_heads_to_subwords
+from fairseq_syntax.syntax.dependency import project_heads_to_subwords, subword_binary_tree
 
-from .side_files import MANIFEST
-from .tree_tensors import HEAD_PAD, pad_rows, tree_distances
+from .side_files import MANIFEST, check_format_version, read_manifest
+from .tree_tensors import EOS_WORD, HEAD_PAD, WORD_PAD, pad_rows, word_distances
 
 logger = logging.getLogger(__name__)
 
@@ -83,14 +85,6 @@ def collapse_alignment(links, src_word_of: Sequence[int], tgt_word_of: Sequence[
     return sorted(out)
 
 
-def read_manifest(data_dir: str) -> dict:
-    path = os.path.join(data_dir, MANIFEST)
-    if not os.path.exists(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 def data_bin_sentencepiece(data_dir: str, manifest: Optional[dict] = None):
     """The data-bin's sentencepiece model (the manifest's ``spm_model``, default
     ``spm.model``) that encoded its source words one by one; None if it has none."""
@@ -118,6 +112,11 @@ class RawSource:
     def word_of_piece(self) -> List[int]:
         return word_index_of_pieces(self.pieces_per_word)
 
+    @property
+    def words_row(self) -> torch.Tensor:
+        """The ``words`` side-file row: the word of each piece, then ``-1`` for eos."""
+        return torch.tensor(self.word_of_piece + [EOS_WORD], dtype=torch.long)
+
 
 class RawInputBatch:
     """The lines last prepared, looked up by their token ids (pad stripped)."""
@@ -140,7 +139,9 @@ def side_inputs(sources: Sequence[RawSource], src_len: int, heads: bool, distanc
         padded = pad_rows([s.heads for s in sources], src_len, HEAD_PAD)
         out["src_heads"] = padded
         if distances:
-            out["src_distances"] = tree_distances(padded)
+            words = pad_rows([s.words_row for s in sources], src_len, WORD_PAD)
+            out["src_words"] = words
+            out["src_distances"] = word_distances(padded, words)
     if tree:
         nodes = max(1, max(s.tree.size(0) for s in sources))
         out["src_tree"] = pad_rows([s.tree for s in sources], nodes, -1, (2,))
@@ -258,13 +259,16 @@ class RawInputProcessor:
 
     def parse(self, sources: Sequence[RawSource]) -> None:
         """Parse each source's words and attach projected heads and binary trees."""
+        if self.manifest:  # the model was trained on this data-bin's side-files
+            check_format_version(self.data_dir, self.manifest)
         todo = [s for s in sources if s.words]
         trees = self.parser.parse([s.words for s in todo], workers=1, progress=False,
                                   desc="raw input") if todo else []
         for source, parsed in zip(todo, trees):
             heads = project_heads_to_subwords(parsed.heads, source.pieces_per_word)
             source.heads = torch.tensor(heads, dtype=torch.long)
-            source.tree = torch.from_numpy(binarize_head_outward(heads[:-1])).long().view(-1, 2)
+            tree = subword_binary_tree(parsed.heads, source.pieces_per_word)
+            source.tree = torch.from_numpy(tree).long().view(-1, 2)
         for source in sources:
             if not source.words:  # an empty line: eos alone, its own root
                 source.heads = torch.tensor([-1], dtype=torch.long)

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 from fairseq.data import LanguagePairDataset
 
-from .tree_tensors import HEAD_PAD, pad_rows, tree_distances
+from .tree_tensors import HEAD_PAD, WORD_PAD, pad_rows, word_distances
 
 
 class SyntaxLanguagePairDataset(LanguagePairDataset):
@@ -14,12 +14,15 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
     Per sentence (``n`` subword tokens, then eos), optionally:
 
     * ``heads``: ``n + 1`` head indices (``-1`` for the root; DESIGN.md section 2);
+    * ``words``: ``n + 1`` word indices (the word of each token, ``-1`` for eos);
     * ``tree``: the binary tree, ``[n - 1, 2]`` children (or empty);
     * ``alignment``: fairseq's own flat ``[2k]`` source-target links.
 
     The collater adds, in the batch order fairseq's collate sorted into,
     ``net_input["src_heads"]`` ``[B, S]`` (padding :data:`HEAD_PAD`),
-    ``net_input["src_distances"]`` ``[B, S, S]`` (when ``compute_distances``),
+    ``net_input["src_words"]`` ``[B, S]`` (padding :data:`WORD_PAD`),
+    ``net_input["src_distances"]`` ``[B, S, S]`` (when ``compute_distances``: distances
+    between words, spread to their pieces, :func:`word_distances`),
     ``net_input["src_tree"]`` ``[B, max(n) - 1, 2]`` (padding ``-1``) and
     ``net_input["alignment_links"]`` ``[B, k_max, 2]`` (padding ``-1``). The source must
     be right-padded: position ``j`` of every side tensor is source token ``j``.
@@ -29,6 +32,7 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
         self,
         *args,
         heads=None,
+        words=None,
         tree=None,
         compute_distances: bool = False,
         split: str = "",
@@ -40,9 +44,13 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
                 "SyntaxLanguagePairDataset needs a right-padded source "
                 "(--left-pad-source False), so that side tensors index source positions"
             )
-        if compute_distances and heads is None:
-            raise ValueError("distance matrices are computed from heads: load the heads side-file")
+        if compute_distances and (heads is None or words is None):
+            raise ValueError(
+                "distance matrices are computed from the heads and the words of the subword "
+                "tokens: load the heads and words side-files"
+            )
         self.heads = heads
+        self.words = words
         self.tree = tree
         self.compute_distances = compute_distances
         self.split = split
@@ -65,6 +73,7 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
         src_sizes = np.asarray(self.src_sizes)
         expected = {
             "heads": (self.heads, src_sizes, "one head per source token plus eos"),
+            "words": (self.words, src_sizes, "one word index per source token plus eos"),
             "tree": (self.tree, 2 * np.maximum(src_sizes - 2, 0), "2 (n - 1) children for n tokens"),
         }
         for kind, (side, want, rule) in expected.items():
@@ -104,6 +113,8 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
         example = super().__getitem__(index)
         if self.heads is not None:
             example["heads"] = self.heads[index].long()
+        if self.words is not None:
+            example["words"] = self.words[index].long()
         if self.tree is not None:
             example["tree"] = self.tree[index].long().view(-1, 2)
         return example
@@ -119,8 +130,11 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
         if self.heads is not None:
             heads = pad_rows([s["heads"] for s in ordered], src_len, HEAD_PAD)
             net_input["src_heads"] = heads
+        if self.words is not None:
+            words = pad_rows([s["words"] for s in ordered], src_len, WORD_PAD)
+            net_input["src_words"] = words
             if self.compute_distances:
-                net_input["src_distances"] = tree_distances(heads)
+                net_input["src_distances"] = word_distances(heads, words)
         if self.tree is not None:
             nodes = max(1, max(s["tree"].size(0) for s in ordered))
             net_input["src_tree"] = pad_rows([s["tree"] for s in ordered], nodes, -1, (2,))

@@ -1,12 +1,26 @@
-"""Batched tensors built from dependency heads in the collater."""
+"""Batched tensors built from dependency heads (and the words of the subword pieces) in the collater."""
 import torch
 
 HEAD_PAD = -2
 """Value of ``src_heads`` at padding positions (``-1`` marks the root)."""
 
+WORD_PAD = -2
+"""Value of ``src_words`` at padding positions (``-1`` marks eos, which is not a word)."""
+
+EOS_WORD = -1
+"""Word index of ``eos`` in the ``words`` side-file and ``src_words``."""
+
 PAD_DISTANCE = 10_000
 """Value of ``src_distances`` wherever a row or column is padding: larger than any
 real path length, so a test "within syntax distance n" excludes padding by itself."""
+
+EOS_DISTANCE = 1_000
+"""Distance between ``eos`` and every subword token (DESIGN.md section 2: eos is not a
+word, it is farther from every word than any window). It exceeds every window a model
+uses (syntax-directed attention refuses a syntax distance ``n >= EOS_DISTANCE``) and is
+below :data:`PAD_DISTANCE`; ``eos`` is at distance 0 from itself. Only the distances are
+affected: global attention (and the global context of the double-context models) still
+weighs ``eos``."""
 
 
 def tree_distances(heads: torch.Tensor) -> torch.Tensor:
@@ -38,6 +52,44 @@ def tree_distances(heads: torch.Tensor) -> torch.Tensor:
     depth1 = ancestors.sum(-1)
     common = torch.bmm(ancestors, ancestors.transpose(1, 2))
     dist = (depth1.unsqueeze(2) + depth1.unsqueeze(1) - 2 * common).round().long()
+    pair_real = real.unsqueeze(2) & real.unsqueeze(1)
+    return dist.masked_fill(~pair_real, PAD_DISTANCE)
+
+
+def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+    """Distances between words, spread to their subword pieces (DESIGN.md section 2).
+
+    ``heads`` ``[B, N]``: the heads side-file's tree over pieces plus eos (a word's first
+    piece stands for the word, its other pieces and eos are leaves;
+    :func:`~fairseq_syntax.syntax.dependency.project_heads_to_subwords`), :data:`HEAD_PAD`
+    for padding. ``words`` ``[B, N]``: the word of each piece (contiguous, increasing),
+    :data:`EOS_WORD` for eos, :data:`WORD_PAD` for padding. Returns ``[B, N, N]`` long:
+
+    * pieces of words ``a`` and ``b``: the tree path length ``d(a, b)`` between the words
+      (0 between pieces of one word);
+    * ``eos`` and any piece: :data:`EOS_DISTANCE`; ``eos`` and itself: 0;
+    * a padding row or column: :data:`PAD_DISTANCE`.
+
+    The first pieces form the word tree itself (continuation pieces and eos are leaves of
+    it, on no path between others), so ``d(a, b)`` is the distance between the first
+    pieces of ``a`` and ``b`` in :func:`tree_distances`; each position reads the row and
+    column of its word's first piece (two gathers, no loop over sentences).
+    """
+    real = words.ne(WORD_PAD)
+    if not torch.equal(real, heads.ne(HEAD_PAD)):
+        raise ValueError("the words and heads of a batch have different padding: the words "
+                         "and heads side-files disagree on sentence lengths")
+    bsz, n = words.shape
+    pieces = tree_distances(heads)
+    position = torch.arange(n, device=words.device).unsqueeze(0).expand(bsz, n)
+    starts = torch.ones_like(real)
+    starts[:, 1:] = words[:, 1:].ne(words[:, :-1])
+    first = torch.where(starts, position, torch.zeros_like(position)).cummax(dim=1).values
+    dist = pieces.gather(1, first.unsqueeze(2).expand(bsz, n, n))
+    dist = dist.gather(2, first.unsqueeze(1).expand(bsz, n, n))
+    eos = words.eq(EOS_WORD)
+    dist = dist.masked_fill(eos.unsqueeze(2) ^ eos.unsqueeze(1), EOS_DISTANCE)
+    dist = dist.masked_fill(eos.unsqueeze(2) & eos.unsqueeze(1), 0)
     pair_real = real.unsqueeze(2) & real.unsqueeze(1)
     return dist.masked_fill(~pair_real, PAD_DISTANCE)
 

@@ -16,8 +16,11 @@ Paper defaults: local window ``D = 10`` with ``σ = D/2`` (Luong et al.), syntax
 ``n = 4`` with ``σ = n/2``; the row ``M[p_i]`` is interpolated between ``⌊p_i⌋`` and
 ``⌈p_i⌉`` so that the position predictor learns (``--syntax-row nearest`` takes the
 nearest row instead). Sizes are the backbone's. The syntax-directed variants read the
-source tree distances, which ``--task syntax_translation`` computes from the data-bin's
-heads side-file.
+source tree distances between words, which ``--task syntax_translation`` computes from
+the data-bin's heads and words side-files: the pieces of a word share its distances, and
+``eos`` is at :data:`~fairseq_syntax.data.tree_tensors.EOS_DISTANCE` from every word,
+outside every neighbourhood ``n`` (it stays in the global context of the double-context
+variants).
 """
 from dataclasses import dataclass, field
 from typing import Optional
@@ -26,6 +29,7 @@ import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model, register_model_architecture
 
+from fairseq_syntax.data.tree_tensors import EOS_DISTANCE
 from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, AttentionalRNNModel
 from fairseq_syntax.modules.double_context import DoubleContextAttentionLayer
 from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
@@ -59,7 +63,9 @@ class SyntaxDirectedRNNConfig(AttentionalRNNConfig):
     syntax_distance: float = field(
         default=4.0,
         metadata={"help": "syntax distance n: only source words within n tree arcs of the "
-                  "predicted position p_i get weight (Chen et al. use 4)"},
+                  "word at the predicted position p_i get weight (Chen et al. use 4); "
+                  "distances are between words (a word's subword pieces share them) and "
+                  f"must stay below EOS_DISTANCE ({EOS_DISTANCE}), eos's distance from every word"},
     )
     syntax_sigma: Optional[float] = field(
         default=None,
@@ -97,6 +103,12 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
         kind = _value(cfg.attention_type).split("+")[-1]
         if kind == "local_p":
             return LocalPWeights(query_dim, cfg.local_window, cfg.local_sigma)
+        if not 0 <= cfg.syntax_distance < EOS_DISTANCE:
+            raise ValueError(
+                f"--syntax-distance {cfg.syntax_distance}: give a distance n with "
+                f"0 <= n < {EOS_DISTANCE} (EOS_DISTANCE, the distance between eos and every "
+                "word, which is never inside the neighbourhood)"
+            )
         return SyntaxDirectedWeights(
             query_dim, cfg.syntax_distance, cfg.syntax_sigma,
             interpolate=_value(cfg.syntax_row) == "interpolate",

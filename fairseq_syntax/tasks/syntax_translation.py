@@ -9,7 +9,14 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import DictConfig, open_dict
 
-from fairseq_syntax.data.side_files import HEADS, TREE, read_side_file, side_file_prefix
+from fairseq_syntax.data.side_files import (
+    HEADS,
+    TREE,
+    WORDS,
+    check_format_version,
+    read_side_file,
+    side_file_prefix,
+)
 from fairseq_syntax.data.syntax_dataset import SyntaxLanguagePairDataset
 
 logger = logging.getLogger(__name__)
@@ -36,9 +43,11 @@ class SyntaxTranslationConfig(TranslationConfig):
     load_distances: bool = field(
         default=False,
         metadata={
-            "help": "compute tree-distance matrices from the heads in the collater, "
-            "net_input['src_distances'] [B, S, S] (implies --load-heads; switched on when "
-            "the architecture needs them)"
+            "help": "compute the distances between source words (tree path lengths, spread "
+            "to each word's subword pieces; eos farther than any window) in the collater, "
+            "net_input['src_distances'] [B, S, S], from the heads and words side-files "
+            "(implies --load-heads; also gives net_input['src_words']; switched on when the "
+            "architecture needs them)"
         },
     )
     load_tree: bool = field(
@@ -94,7 +103,9 @@ class SyntaxTranslationTask(TranslationTask):
 
     A side input is loaded when its option is given or when the model (built before
     the data is loaded, by fairseq-train and fairseq-generate alike) lists it in its
-    ``syntax_inputs``; a model that needs none pays nothing.
+    ``syntax_inputs``; a model that needs none pays nothing. A data-bin whose manifest
+    records another side-file ``format_version`` is refused as soon as a side input is
+    loaded, with the command that rebuilds it.
     """
 
     cfg: SyntaxTranslationConfig
@@ -135,8 +146,11 @@ class SyntaxTranslationTask(TranslationTask):
         data_path = self.cfg.data.split(":")[0]
         src, tgt = self.cfg.source_lang, self.cfg.target_lang
         side = {}
-        for kind, name in ((HEADS, "heads"), (TREE, "tree")):
-            if name not in wanted:
+        kinds = [(HEADS, "heads"), (WORDS, "words"), (TREE, "tree")]
+        if any(name in wanted for _, name in kinds) or "distances" in wanted:
+            check_format_version(data_path)  # refuses side-files of another format
+        for kind, name in kinds:
+            if name not in wanted and not (name == "words" and "distances" in wanted):
                 continue
             prefix = side_file_prefix(data_path, split, src, tgt, kind)
             side[name] = read_side_file(prefix)
@@ -240,6 +254,8 @@ class SyntaxTranslationTask(TranslationTask):
                 self._raw_batch = RawInputBatch(sources)
             if "heads" in wanted or "distances" in wanted:
                 side["heads"] = [s.heads for s in sources]
+            if "distances" in wanted:
+                side["words"] = [s.words_row for s in sources]
             if "tree" in wanted:
                 side["tree"] = [s.tree.reshape(-1) for s in sources]
         return SyntaxLanguagePairDataset(

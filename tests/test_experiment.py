@@ -274,3 +274,40 @@ def test_multi30k_defaults_and_train_command():
         800, None, 1.0, [1])
     assert experiment.record_path("d", "tree2seq+length_prior", 2) == \
         "d/tree2seq_length_prior.seed2.json"
+
+
+def test_synthetic_data_bin_is_remade_for_another_side_file_format(tmp_path, monkeypatch):
+    """A data-bin in --workdir made for another side-file format (or grammar) is made
+    again, not reused: the task would refuse it."""
+    import os
+
+    from fairseq_syntax.data.side_files import FORMAT_VERSION
+
+    args = experiment.parse_args(["--corpus", "synthetic", "--workdir", str(tmp_path)])
+    calls = []
+
+    def fake_tool(cmd, log_path, env, stdout_path=None):
+        calls.append(cmd[0])
+        if cmd[0] == "fairseq-syntax-synthetic":
+            raw = cmd[cmd.index("--out") + 1]
+            os.makedirs(raw, exist_ok=True)
+            for name in ("test.vf", "test.align", "test.en.conllu"):
+                open(os.path.join(raw, name), "w").close()
+        else:
+            databin = cmd[cmd.index("--destdir") + 1]
+            os.makedirs(databin, exist_ok=True)
+            open(os.path.join(databin, "syntax_manifest.json"), "w").write("{}")
+        return ""
+
+    monkeypatch.setattr(experiment, "run_tool", fake_tool)
+    experiment.prepare_synthetic(args)
+    assert calls == ["fairseq-syntax-synthetic", "fairseq-syntax-preprocess"]
+    stamp = json.loads((tmp_path / "corpus.json").read_text())
+    assert stamp["side_files"] == FORMAT_VERSION
+    calls.clear()
+    experiment.prepare_synthetic(args)  # same settings: reused
+    assert calls == []
+    stamp["side_files"] = FORMAT_VERSION - 1  # a data-bin of the previous format
+    (tmp_path / "corpus.json").write_text(json.dumps(stamp))
+    experiment.prepare_synthetic(args)
+    assert calls == ["fairseq-syntax-synthetic", "fairseq-syntax-preprocess"]

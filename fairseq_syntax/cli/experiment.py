@@ -70,6 +70,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from fairseq_syntax.data.side_files import FORMAT_VERSION
 from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION
 from fairseq_syntax.user_dir import user_dir
 
@@ -370,14 +371,15 @@ def prepare_synthetic(args) -> Corpus:
     """Generate and preprocess the synthetic corpus (or take ``--data-bin`` and ``--raw``).
 
     A corpus this command generated earlier in ``--workdir`` is reused when it was made
-    with the same seed, sizes and vocabulary (``WORKDIR/corpus.json``), else made again."""
+    with the same seed, sizes, vocabulary, grammar version and side-file format version
+    (``WORKDIR/corpus.json``), else made again."""
     raw = synthetic_raw_dir(args)
     databin = args.data_bin or os.path.join(args.workdir, "data-bin")
     env = tool_env(None)
     log = os.path.join(args.workdir, "prepare.log")
     if not args.data_bin:
         stamp_path = os.path.join(args.workdir, "corpus.json")
-        stamp = dict(grammar=GRAMMAR_VERSION, seed=args.corpus_seed, train=args.train_size, valid=args.valid_size,
+        stamp = dict(grammar=GRAMMAR_VERSION, side_files=FORMAT_VERSION, seed=args.corpus_seed, train=args.train_size, valid=args.valid_size,
                      test=args.test_size, gen=args.gen_size, vocab_size=args.vocab_size,
                      raw=None if not args.raw else os.path.abspath(args.raw))
         old = json.load(open(stamp_path)) if os.path.exists(stamp_path) else None

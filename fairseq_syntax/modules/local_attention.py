@@ -8,9 +8,15 @@ that the decoder predicts from its hidden state (Chen et al. eq. 5):
 **Positions.** The source is right-padded; its real positions are ``0 … J`` where
 ``J`` is the index of ``eos`` (the number of subword tokens without ``eos``), so
 ``p_i`` ranges over ``[0, J]``: every real position, ``eos`` included, and nothing
-else. ``eos`` is a node of the source tree (it attaches to the root word, DESIGN.md §2)
-and the position unaligned target words are aligned to, so it is a legitimate centre.
-No clamping is needed: ``sigmoid`` maps into ``(0, 1)`` (``[0, 1]`` after float
+else. ``eos`` is the position unaligned target words are aligned to, so it is a
+legitimate centre; but it is not a word: its syntax distance from every word is
+:data:`~fairseq_syntax.data.tree_tensors.EOS_DISTANCE` (DESIGN.md §2), beyond every
+neighbourhood ``n``, so a syntax-directed centre at ``eos`` attends to ``eos`` alone, and
+for ``p_i`` between the last word and ``eos`` the interpolated row is far from every
+position: the neighbourhood shrinks to the nearest one and ``p_i`` gets next to no
+gradient there. (Distances are between words: the pieces of one word share a row, so
+within a word the interpolated row does not change either.) No clamping is needed:
+``sigmoid`` maps into ``(0, 1)`` (``[0, 1]`` after float
 rounding), so ``p_i`` is always a valid, real-valued position.
 
 The functions below take the scores, ``p`` and the source tensors and return the

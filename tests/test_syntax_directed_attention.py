@@ -18,12 +18,15 @@ from fairseq_syntax.syntax.dependency import project_heads_to_subwords
 from model_utils import incremental_log_probs
 from fairseq_syntax.models.syntax_directed_rnn import SyntaxDirectedRNNModel
 from fairseq_syntax.modules.local_attention import (
-    PositionPredictor, distance_row, local_p_weights, syntax_directed_weights,
+    GAUSSIAN_READINGS, PositionPredictor, distance_row, local_p_weights, syntax_directed_weights,
 )
 from conftest import generate_args, run_cli, train_args
 
 ARCHS = ["sdatt_global", "sdatt_local_p", "sdatt_syntax", "sdatt_double_local_p", "sdatt_double_syntax"]
 SYNTAX_ARCHS = {"sdatt_syntax", "sdatt_double_syntax"}
+# every architecture, the syntax-directed ones under both readings of eq. 10's Gaussian
+ARCH_READINGS = [(arch, None) for arch in ARCHS if arch not in SYNTAX_ARCHS] + [
+    (arch, reading) for arch in ARCHS if arch in SYNTAX_ARCHS for reading in GAUSSIAN_READINGS]
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -113,7 +116,7 @@ def test_linear_distances_with_nearest_row_give_the_linear_window(n):
     for frac in [0.0, 0.2, 0.37, 0.5, 0.51, 0.9, 1.0]:
         position = last * frac
         row = distance_row(dist, position, last, interpolate=False)
-        weights = syntax_directed_weights(scores, row, pad, n)
+        weights = syntax_directed_weights(scores, row, pad, n, gaussian_on="scores")
         centre = torch.floor(position + 0.5)
         j = torch.arange(12).unsqueeze(0)
         window = (j >= centre.unsqueeze(1) - n) & (j <= centre.unsqueeze(1) + n) & ~pad
@@ -297,10 +300,12 @@ def test_predicted_position_counts_eos_as_the_last_position():
         assert weights[b, window].tolist() == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.parametrize("arch", ["sdatt_local_p", "sdatt_syntax", "sdatt_double_local_p", "sdatt_double_syntax"])
-def test_attentional_state_follows_the_equations(arch):
-    """h̃ = tanh(W_c [c; h]) (single) or tanh(W_c [c_global; c_local; h]) (eq. 14)."""
-    attention = build(arch, local_window=2.0, syntax_distance=2.0).decoder.attention
+@pytest.mark.parametrize("arch, reading", [x for x in ARCH_READINGS if x[0] != "sdatt_global"])
+def test_attentional_state_follows_the_equations(arch, reading):
+    """h̃ = tanh(W_c [c; h]) (single) or tanh(W_c [c_global; c_local; h]) (eq. 14), with
+    the syntax-directed weights in the reading of eq. 10 that ``--syntax-gaussian`` names."""
+    overrides = {} if reading is None else {"syntax_gaussian": reading}
+    attention = build(arch, local_window=2.0, syntax_distance=2.0, **overrides).decoder.attention
     lengths = [9, 6, 4]
     enc = encoder_out_for(lengths, distances=random_tree_distances(lengths, 9))
     state = attention.init_state(enc)
@@ -313,7 +318,7 @@ def test_attentional_state_follows_the_equations(arch):
         local = local_p_weights(scores, position, enc["padding_mask"], 2.0)
     else:
         row = distance_row(enc["src_distances"], position, state["last_position"])
-        local = syntax_directed_weights(scores, row, enc["padding_mask"], 2.0)
+        local = syntax_directed_weights(scores, row, enc["padding_mask"], 2.0, gaussian_on=reading)
     c_local = torch.einsum("bs,bsc->bc", local, enc["annotations"])
     if "double" in arch:
         glob = torch.softmax(scores.masked_fill(enc["padding_mask"], -math.inf), -1)
@@ -351,9 +356,12 @@ def full_log_probs(model, src, lengths, prev, side):
     return torch.log_softmax(model(src, lengths, prev, **side)[0], dim=-1)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_incremental_decoding_equals_full_forward_with_beam_reorder(arch):
-    model = build(arch, decoder_layers=2, local_window=2.0, syntax_distance=2.0)
+@pytest.mark.parametrize("arch, reading", ARCH_READINGS)
+def test_incremental_decoding_equals_full_forward_with_beam_reorder(arch, reading):
+    overrides = {} if reading is None else {"syntax_gaussian": reading}
+    model = build(arch, decoder_layers=2, local_window=2.0, syntax_distance=2.0, **overrides)
+    if reading is not None:
+        assert model.decoder.attention.local_weights.gaussian_on == reading
     src, lengths, prev, side = batch(model)
     order = torch.tensor([2, 0, 3, 1])
     with torch.no_grad():

@@ -21,6 +21,12 @@ the data-bin's heads and words side-files: the pieces of a word share its distan
 ``eos`` is at :data:`~fairseq_syntax.data.tree_tensors.EOS_DISTANCE` from every word,
 outside every neighbourhood ``n`` (it stays in the global context of the double-context
 variants).
+
+``--syntax-gaussian`` picks the reading of eq. 10's Gaussian for the syntax-directed
+variants: on the alignment *scores*, as eq. 10 is written, or on the normalised *weights*
+(renormalised within the neighbourhood), as the paper's text and Luong's local-p have it.
+The default is ``DEFAULT_GAUSSIAN_READING`` in :mod:`fairseq_syntax.modules.local_attention`.
+Local-p is not affected: its Gaussian always multiplies the window softmax (Chen eq. 6).
 """
 from dataclasses import dataclass, field
 from typing import Optional
@@ -34,13 +40,15 @@ from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, Attentio
 from fairseq_syntax.modules.double_context import DoubleContextAttentionLayer
 from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
 from fairseq_syntax.modules.local_attention import (
-    LocalAttentionLayer, LocalPWeights, SyntaxDirectedWeights,
+    DEFAULT_GAUSSIAN_READING, GAUSSIAN_READINGS, LocalAttentionLayer, LocalPWeights,
+    SyntaxDirectedWeights,
 )
 
 ATTENTION_TYPES = ChoiceEnum(
     ["global", "local_p", "syntax_directed", "global+local_p", "global+syntax_directed"]
 )
 SYNTAX_ROWS = ChoiceEnum(["interpolate", "nearest"])
+SYNTAX_GAUSSIANS = ChoiceEnum(list(GAUSSIAN_READINGS))
 
 
 @dataclass
@@ -79,6 +87,17 @@ class SyntaxDirectedRNNConfig(AttentionalRNNConfig):
                   "whose interpolated distance is <= n), or the 'nearest' row (the predictor "
                   "gets no gradient)"},
     )
+    syntax_gaussian: SYNTAX_GAUSSIANS = field(
+        default=DEFAULT_GAUSSIAN_READING,
+        metadata={"help": "where the syntax-distance Gaussian exp(-M[p_i][j]^2 / 2 sigma^2) of "
+                  "Chen et al. eq. 10 applies (syntax-directed variants only; local-p always "
+                  "multiplies its window softmax): 'scores' multiplies the alignment score e_ij "
+                  "before the softmax, as eq. 10 is written (a negative score is pulled towards "
+                  "0, so farther words can gain weight); 'weights' multiplies the softmax "
+                  "weights and renormalises within the neighbourhood, i.e. adds "
+                  "-M^2 / 2 sigma^2 to the logits (nearer words never lose weight), as the "
+                  "paper's text and Luong's local-p have it"},
+    )
 
 
 def _value(option) -> str:
@@ -91,7 +110,9 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
     Neural Machine Translation"): the backbone's decoder attends with Luong local-p
     weights around a predicted position ``p_i`` (eqs. 5-7), with syntax-directed weights
     that follow the source dependency tree instead of the sentence order (eqs. 9-13), or
-    with a global context plus either of them (double context, eq. 14).
+    with a global context plus either of them (double context, eq. 14). ``--syntax-gaussian``
+    puts eq. 10's Gaussian on the scores (as written) or on the weights (see
+    :func:`~fairseq_syntax.modules.local_attention.syntax_directed_weights`).
 
     The attention weights the decoder returns are those that made the context: the local
     weights for a single context, the global weights for a double context.
@@ -112,6 +133,7 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
         return SyntaxDirectedWeights(
             query_dim, cfg.syntax_distance, cfg.syntax_sigma,
             interpolate=_value(cfg.syntax_row) == "interpolate",
+            gaussian_on=_value(cfg.syntax_gaussian),
         )
 
     @classmethod

@@ -125,14 +125,33 @@ def distance_row(distances: Tensor, position: Tensor, last_position: Tensor,
     return both[:, 0] + frac * (both[:, 1] - both[:, 0])
 
 
-def syntax_directed_weights(scores: Tensor, row: Tensor, padding_mask: Tensor, max_distance: float,
-                            sigma: Optional[float] = None) -> Tensor:
-    """Syntax-directed weights of Chen et al. (2017), eqs. 10-11.
+GAUSSIAN_READINGS = ("scores", "weights")
+"""The two readings of the Gaussian of Chen et al. eq. 10 (see :func:`syntax_directed_weights`)."""
 
-    ``e^s_ij = e_ij · exp(-M[p_i][j]² / 2σ²)`` (eq. 10: the Gaussian multiplies the
-    *score*, as the paper writes it), then a softmax of ``e^s_i`` over the syntax
-    neighbourhood ``N_i = {j real : M[p_i][j] <= n}``, ``0`` outside it (eq. 11), so the
-    weights sum to 1. ``σ = n / 2`` by default.
+DEFAULT_GAUSSIAN_READING = "scores"
+"""The reading the ``syntax_directed_rnn`` models use unless ``--syntax-gaussian`` says
+otherwise; the one place to change it (to be chosen by measurement, issue 15 item 1)."""
+
+
+def syntax_directed_weights(scores: Tensor, row: Tensor, padding_mask: Tensor, max_distance: float,
+                            sigma: Optional[float] = None,
+                            gaussian_on: str = DEFAULT_GAUSSIAN_READING) -> Tensor:
+    """Syntax-directed weights of Chen et al. (2017), eqs. 10-11, in one of two readings.
+
+    ``gaussian_on="scores"``, eq. 10 as written: ``e^s_ij = e_ij · exp(-M[p_i][j]² / 2σ²)``,
+    then ``a_i = softmax_{N_i}(e^s_i)`` (eq. 11). The Gaussian pulls a score towards 0,
+    which *raises* a negative score, so among words with equal negative scores the
+    farther ones get more weight (scores -2, -2 at distances 0, 4 with σ = 2 give
+    weights 0.15, 0.85).
+
+    ``gaussian_on="weights"``, the reading of the paper's text ("the greater the
+    distance ... the smaller ... contribute") and of Luong's local-p, which SDAtt
+    extends: the Gaussian multiplies the normalised weights, renormalised over ``N_i``,
+    i.e. ``a_i = softmax_{N_i}(e_i - M[p_i]² / 2σ²)``, so
+    ``a_ij / a_ik = exp(e_ij - e_ik) · G_ij / G_ik`` whatever the signs of the scores.
+
+    The softmax runs over the syntax neighbourhood ``N_i = {j real : M[p_i][j] <= n}``,
+    ``0`` outside it, so the weights sum to 1. ``σ = n / 2`` by default.
 
     With an interpolated row (see :func:`distance_row`) ``N_i`` is the set of real
     positions whose *interpolated* distance is ``<= n``; positions at the row's smallest
@@ -143,11 +162,19 @@ def syntax_directed_weights(scores: Tensor, row: Tensor, padding_mask: Tensor, m
 
     ``scores`` ``[B, S]``, ``row`` ``[B, S]`` float, ``padding_mask`` ``[B, S]`` -> ``[B, S]``.
     """
+    if gaussian_on not in GAUSSIAN_READINGS:
+        raise ValueError(f"gaussian_on must be one of {GAUSSIAN_READINGS} (the Gaussian of "
+                         f"Chen et al. eq. 10 on the scores or on the weights), got {gaussian_on!r}")
     sigma = max_distance / 2.0 if sigma is None else sigma
     nearest = row.masked_fill(padding_mask, float("inf")).min(dim=1, keepdim=True).values
     outside = row.gt(torch.clamp(nearest, min=float(max_distance))) | padding_mask
-    reweighted = scores.float() * gaussian(row, sigma)
-    return masked_softmax(reweighted, outside).type_as(scores)
+    if gaussian_on == "scores":
+        logits = scores.float() * gaussian(row, sigma)
+    else:
+        # the log of the Gaussian, added inside the neighbourhood only (outside it the row
+        # may hold the huge padding distance; masked_softmax drops those logits anyway)
+        logits = scores.float() - (row.masked_fill(outside, 0.0).pow(2) / (2.0 * sigma * sigma))
+    return masked_softmax(logits, outside).type_as(scores)
 
 
 class LocalPWeights(nn.Module):
@@ -183,19 +210,30 @@ class SyntaxDirectedWeights(nn.Module):
     initialisation. Interpolation makes the Gaussian of eq. 10 piecewise linear in ``p_i``
     and the predictor learns; at an integer ``p_i`` both agree.
 
-    Note that eq. 10 multiplies the *score* by the Gaussian: a far word's score is pulled
-    towards 0, which raises it when the score is negative. We keep the paper's form.
+    ``gaussian_on`` picks the reading of eq. 10's Gaussian (:data:`GAUSSIAN_READINGS`):
+    ``"scores"`` multiplies the *score* by it, as eq. 10 is written (a far word's negative
+    score is pulled towards 0, i.e. raised); ``"weights"`` multiplies the normalised
+    weights by it and renormalises, as the paper's text and Luong's local-p do (see
+    :func:`syntax_directed_weights`). Default :data:`DEFAULT_GAUSSIAN_READING`.
     """
 
     syntax_inputs: Tuple[str, ...] = ("distances",)
 
     def __init__(self, query_dim: int, max_distance: float = 4.0, sigma: Optional[float] = None,
-                 interpolate: bool = True):
+                 interpolate: bool = True, gaussian_on: str = DEFAULT_GAUSSIAN_READING):
         super().__init__()
+        if gaussian_on not in GAUSSIAN_READINGS:
+            raise ValueError(f"--syntax-gaussian must be one of {', '.join(GAUSSIAN_READINGS)}, "
+                             f"got {gaussian_on!r}")
         self.predictor = PositionPredictor(query_dim)
         self.max_distance = float(max_distance)
         self.sigma = sigma
         self.interpolate = interpolate
+        self.gaussian_on = gaussian_on
+
+    def extra_repr(self) -> str:
+        return (f"max_distance={self.max_distance}, sigma={self.sigma}, "
+                f"interpolate={self.interpolate}, gaussian_on={self.gaussian_on!r}")
 
     def forward(self, hidden: Tensor, scores: Tensor, encoder_out: Dict[str, Tensor],
                 state: Dict[str, Tensor], extras: Optional[Dict[str, Tensor]] = None) -> Tensor:
@@ -209,7 +247,8 @@ class SyntaxDirectedWeights(nn.Module):
         last = state["last_position"]
         position = self.predictor(hidden, last)
         row = distance_row(distances, position, last, self.interpolate)
-        return syntax_directed_weights(scores, row, encoder_out["padding_mask"], self.max_distance, self.sigma)
+        return syntax_directed_weights(scores, row, encoder_out["padding_mask"], self.max_distance, self.sigma,
+                                       self.gaussian_on)
 
 
 class LocalAttentionLayer(GlobalAttentionLayer):

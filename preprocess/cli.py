@@ -14,6 +14,11 @@ and eflomal instead of given parses and alignments::
         --parser en_core_web_sm --align eflomal --workers 2 --destdir data-bin/en-de
 
 parses ``corpus/train.en`` (cached in ``corpus/train.en.conllu``) and aligns train + val.
+With bracketed constituency parses for the tree side-file (``corpus/train.en.ptb``, ...;
+the synthetic corpus writes them)::
+
+    fairseq-syntax-preprocess -s en -t vf --trainpref raw/train --validpref raw/valid \
+        --ptb-suffix ptb --align-suffix align --destdir data-bin/en-vf
 """
 import argparse
 import logging
@@ -34,7 +39,8 @@ def get_parser() -> argparse.ArgumentParser:
             "Turn parallel text, dependency parses of the source (CoNLL-U) and optional "
             "word alignments into a fairseq data-bin: sentencepiece subwords, fairseq's own "
             "dictionaries and binaries, plus the syntax side-files (heads, binary trees) "
-            "and a manifest. Nothing is written unless every input is valid."
+            "and a manifest; optionally bracketed constituency parses for the binary trees "
+            "(--ptb-suffix). Nothing is written unless every input is valid."
         ),
         allow_abbrev=False,
     )
@@ -73,6 +79,18 @@ def get_parser() -> argparse.ArgumentParser:
                              "'parser' (by the --parser pipeline's own tokenizer, as "
                              "examples/multi30k/prepare.sh does) or 'whitespace' (raw input is "
                              "given tokenised) (default: %(default)s)")
+    parser.add_argument("--ptb-suffix", default=None, metavar="SUFFIX",
+                        help="build the binary tree side-file (tree2seq's phrases) from "
+                             "PTB-style bracketed constituency parses of the source, read from "
+                             "{pref}.SRC.SUFFIX for every split: one tree per line of the text, "
+                             "e.g. (ROOT (S (NP (DT the) (NN dog)) (VP (VBD barked)) (. .))), "
+                             "whose leaves are the line's tokens (-LRB-/-RRB- may stand for "
+                             "brackets; -NONE- empty elements are dropped). Binarised at word "
+                             "level: unary chains collapsed, n-ary constituents right-factored, "
+                             "children c1..ck becoming (c1, (c2, (... (c_{k-1}, ck)))); then each "
+                             "word's pieces hang below it. Without it the tree is the "
+                             "head-outward binarisation of the dependency parse, which still "
+                             "gives the heads and distances either way")
     parser.add_argument("--align-suffix", default=None, metavar="SUFFIX",
                         help="word alignments (Pharaoh i-j, 0-based, source-target) at "
                              "{pref}.SUFFIX; required for train when given, optional for "

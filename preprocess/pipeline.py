@@ -5,7 +5,9 @@ Steps (nothing is written to ``--destdir`` unless all of them succeed):
 1. read and validate every input file of every split (UTF-8, no empty lines, equal line
    counts, parse words == text tokens, trees valid, alignment indices in range); with
    ``--parser`` the source is parsed with spaCy instead (:mod:`.spacy_parse`; the parses
-   are cached as CoNLL-U);
+   are cached as CoNLL-U); with ``--ptb-suffix`` the bracketed constituency parses are
+   read, their leaves checked against the text and binarised at word level
+   (:mod:`fairseq_syntax.syntax.constituency`);
 2. the *subword stage* (:func:`subword_stage`), which needs no parse: train (or load) a
    sentencepiece model; encode source words one by one and the target sentence as a
    whole; write fairseq's dictionaries and token binaries for the subword tokens into
@@ -15,7 +17,8 @@ Steps (nothing is written to ``--destdir`` unless all of them succeed):
    first, in a thread); project the alignments onto subwords and binarise them as
    fairseq's alignment binarizer does;
 3. project the heads onto subwords, record the word of each subword, binarise the word
-   trees and hang each word's pieces below it; write the ``heads``/``words``/``tree``
+   trees (the dependency tree head-outward, or with ``--ptb-suffix`` the binarised
+   constituency tree) and hang each word's pieces below it; write the ``heads``/``words``/``tree``
    side-files, ``spm.model`` and ``syntax_manifest.json`` into the staging folder;
 4. move the staging folder into place (with ``--force``, replacing the old folder only
    at this last step).
@@ -39,10 +42,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 from tqdm import tqdm
 
+from fairseq_syntax.syntax import constituency
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees
 from fairseq_syntax.data.raw_input import word_index_of_pieces
 from fairseq_syntax.data.side_files import FORMAT_VERSION
-from fairseq_syntax.syntax.dependency import project_heads_to_subwords, subword_binary_tree
+from fairseq_syntax.syntax.dependency import (hang_pieces_below_words, project_heads_to_subwords,
+                                              subword_binary_tree)
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line, project_alignment_to_subwords
 from fairseq_syntax.syntax.text_io import read_text_lines
@@ -66,17 +71,22 @@ WORDS_RULE = (
     "distance between any pieces of words a and b as the word tree distance d(a, b) (0 "
     "within a word) and eos as farther than any window (EOS_DISTANCE)."
 )
-BINARISATION_RULE = (
+HEAD_OUTWARD_RULE = (
     "Head-outward binarisation of the word-level dependency tree: the phrase of a head "
     "starts as its own leaf, absorbs its right dependents' phrases closest first as "
     "(phrase, dependent), then its left dependents' phrases closest first as (dependent, "
-    "phrase). Then each word's subword pieces hang below it as a right-branching subtree "
+    "phrase)."
+)
+HANGING_RULE = (
+    "Then each word's subword pieces hang below it as a right-branching subtree "
     "(p0, (p1, (... (p_{c-2}, p_{c-1})))), so every phrase covers whole words "
     "(fairseq_syntax.syntax.dependency.hang_pieces_below_words). Leaves are the n subword "
     "pieces 0..n-1 (eos excluded); internal node k is n+k: first the pieces' nodes, word "
     "by word, then the word tree's nodes; each row is (left, right), children before "
     "parents, root last; each tree row is the flattened [n-1, 2] array."
 )
+BINARISATION_RULE = HEAD_OUTWARD_RULE + " " + HANGING_RULE
+CONSTITUENCY_RULE = constituency.BINARISATION_RULE + " " + HANGING_RULE
 ALIGNMENT_RULE = (
     "Pharaoh i-j (0-based, source-target) word links projected onto subwords: every piece "
     "of source word i is linked to every piece of target word j; sorted, deduplicated; "
@@ -94,6 +104,7 @@ class SplitFiles:
     target: str
     parse: str
     align: Optional[str]
+    ptb: Optional[str] = None  # --ptb-suffix: bracketed constituency parses of the source
 
 
 @dataclass
@@ -106,6 +117,8 @@ class SplitData:
     trees: Optional[List[ParsedSentence]]  # None until parsed (--parser)
     alignments: Optional[List[List[Tuple[int, int]]]]
     parse_reused: Optional[bool] = None  # --parser: whether the CoNLL-U cache was reused
+    #: --ptb-suffix: the binarised constituency tree of each sentence, over its words
+    word_trees: Optional[List[np.ndarray]] = None
 
 
 @dataclass
@@ -146,6 +159,7 @@ def split_files(args) -> List[SplitFiles]:
             from .spacy_parse import cache_path
 
             parse = cache_path(prefix, src, args.parse_suffix, args.parse_cache)
+        ptb_suffix = getattr(args, "ptb_suffix", None)
         out.append(
             SplitFiles(
                 name=name,
@@ -154,6 +168,7 @@ def split_files(args) -> List[SplitFiles]:
                 target=f"{prefix}.{tgt}",
                 parse=parse,
                 align=align,
+                ptb=f"{prefix}.{src}.{ptb_suffix}" if ptb_suffix else None,
             )
         )
     return out
@@ -207,6 +222,8 @@ def load_split(files: SplitFiles, align_required: bool, read_parse: bool = True)
     needed = [(files.source, "source text"), (files.target, "target text")]
     if read_parse:
         needed.append((files.parse, "source parse"))
+    if files.ptb is not None:
+        needed.append((files.ptb, "bracketed source parse (--ptb-suffix)"))
     for path, what in needed:
         if not os.path.isfile(path):
             raise SyntaxInputError(f"{what} file not found (split {files.name})", path)
@@ -234,6 +251,9 @@ def load_split(files: SplitFiles, align_required: bool, read_parse: bool = True)
             _check_words(files, k, tokens, tree)
     if not source:
         raise SyntaxInputError(f"no sentences (split {files.name})", files.source)
+    word_trees = None
+    if files.ptb is not None:
+        word_trees = constituency.word_trees_of_file(files.ptb, source, files.source)
 
     alignments = None
     if align_path is not None:
@@ -246,8 +266,8 @@ def load_split(files: SplitFiles, align_required: bool, read_parse: bool = True)
             except ValueError as err:
                 raise SyntaxInputError(str(err), align_path, k + 1) from None
     files = SplitFiles(files.name, files.prefix, files.source, files.target, files.parse,
-                       align_path)
-    return SplitData(files, source, target, trees, alignments)
+                       align_path, files.ptb)
+    return SplitData(files, source, target, trees, alignments, word_trees=word_trees)
 
 
 def cached_parse(data: SplitData, parser) -> bool:
@@ -388,12 +408,16 @@ def encode_subwords(data: SplitData, sp, target_words: bool) -> EncodedSplit:
     return out
 
 
-def subword_heads_and_tree(word_heads, counts):
+def subword_heads_and_tree(word_heads, counts, word_tree=None):
     """A word tree projected onto the subwords (heads, eos included), the word of each
-    subword (``-1`` for eos) and the binary tree (word-level head-outward binarisation,
-    each word's pieces hung below it), flattened, as the side-files store them (int32)."""
+    subword (``-1`` for eos) and the binary tree (the word-level head-outward binarisation,
+    or ``word_tree`` when given, e.g. a binarised constituency parse; each word's pieces
+    hung below it), flattened, as the side-files store them (int32)."""
     heads = project_heads_to_subwords(word_heads, counts)
-    binary = subword_binary_tree(word_heads, counts)
+    if word_tree is None:
+        binary = subword_binary_tree(word_heads, counts)
+    else:
+        binary = hang_pieces_below_words(word_tree, counts)
     words = word_index_of_pieces(counts) + [-1]
     return (np.asarray(heads, dtype=np.int32), np.asarray(words, dtype=np.int32),
             binary.astype(np.int32).reshape(-1))
@@ -449,17 +473,20 @@ def write_counts(path: str, encoded: Sequence[EncodedSplit]) -> None:
 def project_trees(data: SplitData, out: EncodedSplit,
                   early: Optional[EarlyProjection] = None) -> None:
     """Project the split's word trees onto its subwords (heads) and binarise them
-    (after what ``early`` projected already while parsing, if given)."""
+    (after what ``early`` projected already while parsing, if given); with constituency
+    trees (``data.word_trees``) the binary trees are theirs."""
     files = data.files
+    word_trees = data.word_trees
     start = 0
-    if early is not None and early.counts == out.source_counts:
+    if early is not None and early.counts == out.source_counts and word_trees is None:
         start = len(early.heads)
         out.heads, out.words, out.trees = early.heads[:], early.words[:], early.trees[:]
     for k, (tree, counts) in enumerate(zip(data.trees, out.source_counts)):
         if k < start:
             continue
         try:
-            heads, words, binary = subword_heads_and_tree(tree.heads, counts)
+            heads, words, binary = subword_heads_and_tree(
+                tree.heads, counts, None if word_trees is None else word_trees[k])
         except ValueError as err:
             raise SyntaxInputError(f"sentence {k + 1}: {err}", files.parse,
                                    tree.line or None) from None
@@ -586,7 +613,12 @@ def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[EncodedS
         },
         "projection": PROJECTION_RULE,
         "words": WORDS_RULE,
-        "binarisation": BINARISATION_RULE,
+        "binarisation": CONSTITUENCY_RULE if getattr(args, "ptb_suffix", None)
+        else BINARISATION_RULE,
+        "tree_source": "constituency" if getattr(args, "ptb_suffix", None) else "dependency",
+        "constituency": ({"kind": "ptb", "suffix": args.ptb_suffix,
+                          "files": [os.path.abspath(s.files.ptb) for s in splits]}
+                         if getattr(args, "ptb_suffix", None) else None),
         "alignment_projection": ALIGNMENT_RULE if any(e.aligned for e in encoded) else None,
         "side_files": {
             "heads": "{split}.{src}-{tgt}.{src}.heads",

@@ -219,6 +219,77 @@ def test_conllu_matches_pairs(corpus):
         assert [t["deprel"] for t in tree] == p.deprels
 
 
+def _constituent_spans(root):
+    """(first, last) leaf of every constituent of a bracketed tree (unary ones included)."""
+    from fairseq_syntax.syntax.constituency import Constituent
+
+    spans, order, stack = {}, [], [root]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(c for c in node.children if isinstance(c, Constituent))
+    for node in reversed(order):  # children first
+        ends = [spans[id(c)] if isinstance(c, Constituent) else (c, c) for c in node.children]
+        spans[id(node)] = (ends[0][0], ends[-1][1])
+    return set(spans.values())
+
+
+def test_bracketed_trees_match_words_and_gold_dependency_trees(corpus):
+    """S.en.ptb: one tree per line of S.en whose leaves are its words, and consistent with
+    the gold dependency tree both ways: every constituent, and every node of its word-level
+    binarisation, is a connected piece of the dependency tree (contiguous, so the words of a
+    constituent hang together through their heads), and every word's dependency subtree
+    (the word and all its dependents) spans a constituent. Checked with networkx."""
+    from fairseq_syntax.syntax.constituency import binarize_constituents, read_bracketed_trees
+
+    out, summary = corpus
+    for split, size in summary["sizes"].items():
+        paths = summary["paths"][split]
+        words = [line.split() for line in read_lines(paths["en"])]
+        brackets = read_bracketed_trees(paths["en.ptb"])
+        deps = read_conllu_trees(paths["en.conllu"])
+        assert len(brackets) == len(deps) == size
+        for line, tree, dep in zip(words, brackets, deps):
+            assert tree.leaves == line
+            n = len(line)
+            undirected = nx.Graph()
+            undirected.add_nodes_from(range(n))
+            undirected.add_edges_from((d, h) for d, h in enumerate(dep.heads) if h >= 0)
+            directed = nx.DiGraph((h, d) for d, h in enumerate(dep.heads) if h >= 0)
+            constituents = _constituent_spans(tree.root)
+            rows = binarize_constituents(tree).tolist()
+            cover = [(i, i) for i in range(n)]
+            for left, right in rows:
+                cover.append((cover[left][0], cover[right][1]))
+            assert constituents <= set(cover)
+            for first, last in set(cover) | constituents:
+                assert nx.is_connected(undirected.subgraph(range(first, last + 1))), (
+                    line[first:last + 1], tree.leaves)
+            for w in range(n):
+                below = {w} | nx.descendants(directed, w)
+                span = (min(below), max(below))
+                assert len(below) == span[1] - span[0] + 1  # projective
+                assert span in constituents | {(w, w)}, (line[span[0]:span[1] + 1])
+
+
+def test_bracketed_trees_follow_the_phrase_structure_by_hand():
+    pair = sc.generate_pairs(1, seed=1)[0]
+    assert " ".join(pair.source) == (
+        "with some dogs the white bear near some pilots liked the young girl .")
+    assert pair.brackets == (
+        "(ROOT (S (PP (IN with) (NP (DT some) (NNS dogs))) (NP (NP (DT the) (JJ white) "
+        "(NN bear)) (PP (IN near) (NP (DT some) (NNS pilots)))) (VP (VBD liked) (NP (DT the) "
+        "(JJ young) (NN girl))) (. .)))")
+    relative = next(p for p in sc.generate_pairs(50, seed=1) if "that" in p.source)
+    assert " ".join(relative.source) == (
+        "the boy that helped the bakers that followed some boys called some brown pilots .")
+    assert relative.brackets == (
+        "(ROOT (S (NP (NP (DT the) (NN boy)) (SBAR (WHNP (WDT that)) (S (VP (VBD helped) "
+        "(NP (NP (DT the) (NNS bakers)) (SBAR (WHNP (WDT that)) (S (VP (VBD followed) "
+        "(NP (DT some) (NNS boys)))))))))) (VP (VBD called) (NP (DT some) (JJ brown) "
+        "(NNS pilots))) (. .)))")
+
+
 def test_in_distribution_splits_unchanged(corpus, tmp_path):
     out, _ = corpus
     pairs = sc.generate_pairs(390, seed=5)
@@ -233,7 +304,7 @@ def test_in_distribution_splits_unchanged(corpus, tmp_path):
     assert set(summary["sizes"]) == set(summary["paths"]) == {"train", "valid", "test"}
     assert not any(name.startswith("gen.") for name in os.listdir(tmp_path))
     for split in chunks:
-        for ext in ("en", "vf", "en.conllu", "align"):
+        for ext in ("en", "vf", "en.conllu", "en.ptb", "align"):
             assert read_lines(tmp_path / f"{split}.{ext}") == read_lines(
                 os.path.join(out, f"{split}.{ext}"))
 
@@ -369,7 +440,7 @@ def test_main_writes_files(tmp_path, capsys):
     assert sc.main(["--out", str(out), "--seed", "2", "--train", "30", "--valid", "5",
                     "--test", "6", "--gen", "7"]) == 0
     for split, size in (("train", 30), ("valid", 5), ("test", 6), ("gen", 7)):
-        for ext in ("en", "vf", "en.conllu", "align"):
+        for ext in ("en", "vf", "en.conllu", "en.ptb", "align"):
             assert (out / f"{split}.{ext}").exists()
         assert len(read_lines(out / f"{split}.en")) == size
     printed = capsys.readouterr().out

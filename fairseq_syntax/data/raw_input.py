@@ -21,7 +21,10 @@ calls ``task.inference_step`` with a sample whose ``net_input`` holds only
    piece, and the binary tree (binarised over words, each word's pieces hung below it)
    made by the same functions as the side-files (:func:`project_heads_to_subwords`,
    :func:`word_index_of_pieces`, :func:`subword_binary_tree`); a data-bin whose
-   side-files are of another format version is refused, as in training;
+   side-files are of another format version is refused, as in training; one whose
+   trees came from bracketed constituency parses (``--ptb-suffix``, manifest
+   ``tree_source``) gets a warning: raw input has no such parse, so its trees are the
+   head-outward binarisation of the dependency parse, other phrases than in training;
 4. **side tensors**: the dataset carries heads, words and trees, and its collater
    computes the word-level distances; ``inference_step`` adds the same tensors
    (``src_heads``, ``src_words``, ``src_distances``, ``src_tree``) to
@@ -163,6 +166,7 @@ class RawInputProcessor:
         self._parser = None
         self._sp = None
         self._regroup_warned = False
+        self._tree_source_warned = False
 
     def _recorded_parser(self) -> Optional[str]:
         record = (self.manifest.get("parse") or {}).get("parser") or {}
@@ -261,6 +265,14 @@ class RawInputProcessor:
         """Parse each source's words and attach projected heads and binary trees."""
         if self.manifest:  # the model was trained on this data-bin's side-files
             check_format_version(self.data_dir, self.manifest)
+        if self.manifest.get("tree_source") == "constituency" and not self._tree_source_warned:
+            logger.warning(
+                "%s: the binary trees of this data-bin are binarised bracketed constituency "
+                "parses (--ptb-suffix); raw input has none, so its binary trees are the "
+                "head-outward binarisation of the dependency parse: a model that reads the "
+                "tree (tree2seq) sees other phrases than in training",
+                os.path.join(self.data_dir, MANIFEST))
+            self._tree_source_warned = True
         todo = [s for s in sources if s.words]
         trees = self.parser.parse([s.words for s in todo], workers=1, progress=False,
                                   desc="raw input") if todo else []

@@ -52,8 +52,11 @@ Generalisation split (``gen``)
 
 Files (per split ``S`` in train/valid/test/gen, see :func:`generate_corpus`):
 ``S.en``, ``S.vf`` (one whitespace-tokenised sentence per line), ``S.en.conllu`` (gold
-UD-style trees, one per line of ``S.en``) and ``S.align`` (Pharaoh ``i-j``, 0-based,
-source index ``i``, target index ``j``; the alignment is one-to-one).
+UD-style trees, one per line of ``S.en``), ``S.en.ptb`` (gold PTB-style bracketed
+constituency trees of the same phrase structure, one line per line of ``S.en``, see
+:func:`to_brackets`; ``fairseq-syntax-preprocess --ptb-suffix ptb`` reads them) and
+``S.align`` (Pharaoh ``i-j``, 0-based, source index ``i``, target index ``j``; the
+alignment is one-to-one).
 
 Pure Python (standard library only; ``--src-conllu`` of the scoring script reads
 CoNLL-U with :mod:`fairseq_syntax.syntax.conllu_io`): no torch, no fairseq.
@@ -289,6 +292,7 @@ class SyntheticPair:
     upos: List[str] = field(default_factory=list)
     lemmas: List[str] = field(default_factory=list)
     feats: List[str] = field(default_factory=list)
+    brackets: str = ""  #: the gold constituency tree, PTB-style on one line (:func:`to_brackets`)
 
 
 def _attach(word: Word, head: Optional[Word], deprel: str) -> Word:
@@ -392,6 +396,50 @@ def _vf_np(np: NounPhrase) -> List[Word]:
     return words
 
 
+#: PTB part-of-speech tags of the source words (nouns: NN, plural NNS)
+_PTB_TAGS = {"DET": "DT", "ADJ": "JJ", "VERB": "VBD", "ADP": "IN", "PRON": "WDT", "PUNCT": "."}
+
+
+def _ptb_word(word: Word) -> str:
+    if word.upos == "NOUN":
+        tag = "NNS" if word.feats == "Number=Plur" else "NN"
+    else:
+        tag = _PTB_TAGS[word.upos]
+    return f"({tag} {word.en})"
+
+
+def _ptb_np(np: NounPhrase) -> str:
+    base = "(NP " + " ".join(_ptb_word(w) for w in (np.det, *np.adjectives, np.noun)) + ")"
+    if isinstance(np.modifier, PrepPhrase):
+        return f"(NP {base} {_ptb_pp(np.modifier)})"
+    if isinstance(np.modifier, RelClause):
+        clause = np.modifier
+        return (f"(NP {base} (SBAR (WHNP {_ptb_word(clause.rel)}) "
+                f"(S (VP {_ptb_word(clause.verb)} {_ptb_np(clause.obj)}))))")
+    return base
+
+
+def _ptb_pp(pp: PrepPhrase) -> str:
+    return f"(PP {_ptb_word(pp.prep)} {_ptb_np(pp.np)})"
+
+
+def to_brackets(sentence: Sentence) -> str:
+    """The gold constituency tree of a source sentence, PTB-style on one line.
+
+    ``(ROOT (S [PP] NP (VP V NP) (. .)))``; a noun phrase is ``(NP DT JJ* NN)``, with a
+    modifier ``(NP (NP DT JJ* NN) PP)`` or ``(NP (NP DT JJ* NN) (SBAR (WHNP (WDT that))
+    (S (VP VBD NP))))`` (Penn Treebank style: the modifier adjoins to the base NP, the
+    relative clause's subject is the relative pronoun). Its leaves are the source words;
+    every constituent is a connected piece of the gold dependency tree, and every word's
+    dependency subtree spans a constituent.
+    """
+    parts = [_ptb_pp(sentence.fronted)] if sentence.fronted is not None else []
+    parts += [_ptb_np(sentence.subject),
+              f"(VP {_ptb_word(sentence.verb)} {_ptb_np(sentence.obj)})",
+              _ptb_word(sentence.punct)]
+    return "(ROOT (S " + " ".join(parts) + "))"
+
+
 def _to_pair(sentence: Sentence) -> SyntheticPair:
     src, tgt = [], []
     if sentence.fronted is not None:  # "near the cats" / "kos mirni pres"
@@ -411,6 +459,7 @@ def _to_pair(sentence: Sentence) -> SyntheticPair:
         upos=[w.upos for w in src],
         lemmas=[w.lemma for w in src],
         feats=[w.feats for w in src],
+        brackets=to_brackets(sentence),
     )
 
 
@@ -473,15 +522,17 @@ def to_pharaoh(alignment: Sequence[Tuple[int, int]]) -> str:
 
 
 def write_split(pairs: Sequence[SyntheticPair], out_dir: str, split: str) -> Dict[str, str]:
-    """Write ``split.{en,vf,en.conllu,align}`` under ``out_dir``; returns their paths."""
+    """Write ``split.{en,vf,en.conllu,en.ptb,align}`` under ``out_dir``; returns their paths."""
     paths = {kind: os.path.join(out_dir, f"{split}.{kind}")
-             for kind in ("en", "vf", "en.conllu", "align")}
+             for kind in ("en", "vf", "en.conllu", "en.ptb", "align")}
     with open(paths["en"], "w", encoding="utf-8") as f:
         f.writelines(" ".join(p.source) + "\n" for p in pairs)
     with open(paths["vf"], "w", encoding="utf-8") as f:
         f.writelines(" ".join(p.target) + "\n" for p in pairs)
     with open(paths["en.conllu"], "w", encoding="utf-8") as f:
         f.writelines(to_conllu(p, f"{split}-{k + 1}") for k, p in enumerate(pairs))
+    with open(paths["en.ptb"], "w", encoding="utf-8") as f:
+        f.writelines(p.brackets + "\n" for p in pairs)
     with open(paths["align"], "w", encoding="utf-8") as f:
         f.writelines(to_pharaoh(p.alignment) + "\n" for p in pairs)
     return paths
@@ -617,8 +668,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     """``fairseq-syntax-synthetic``: write the synthetic corpus to a directory."""
     parser = argparse.ArgumentParser(
         prog="fairseq-syntax-synthetic",
-        description="Generate the synthetic en->vf corpus (text, gold CoNLL-U trees, "
-        "gold Pharaoh alignments) for train/valid/test and the harder gen split.",
+        description="Generate the synthetic en->vf corpus (text, gold CoNLL-U dependency "
+        "trees, gold PTB-style bracketed constituency trees, gold Pharaoh alignments) for "
+        "train/valid/test and the harder gen split.",
     )
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output directory (created if missing)")
@@ -640,7 +692,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     summary = generate_corpus(args.out, args.seed, args.train, args.valid, args.test, args.gen)
     sizes = summary["sizes"]
     print(f"wrote {sizes['train']}/{sizes['valid']}/{sizes['test']} train/valid/test pairs "
-          f"and {args.gen} gen pairs (.en .vf .en.conllu .align) to {args.out} "
+          f"and {args.gen} gen pairs (.en .vf .en.conllu .en.ptb .align) to {args.out} "
           f"(seed {args.seed})")
     return 0
 

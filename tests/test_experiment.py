@@ -276,6 +276,21 @@ def test_multi30k_defaults_and_train_command():
         "d/tree2seq_length_prior.seed2.json"
 
 
+def test_a_method_with_model_args_trains_with_them_and_records_them():
+    args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
+    (method,) = experiment.select_methods("sdatt_double_syntax+gaussian_weights")
+    cmd = experiment.train_command(method, experiment.Corpus("synthetic", "bin", {}), args,
+                                   "save", seed=1)
+    assert cmd[cmd.index("--arch"):cmd.index("--arch") + 4] == [
+        "--arch", "sdatt_double_syntax", "--syntax-gaussian", "weights"]
+    settings = experiment.run_settings(method, method.key, args, "corpus")
+    assert settings["model_args"] == ["--syntax-gaussian", "weights"]
+    # methods without model options keep the settings their records were written with
+    (plain,) = experiment.select_methods("sdatt_double_syntax")
+    assert "model_args" not in experiment.run_settings(plain, plain.key, args, "corpus")
+    assert settings["arch"] == plain.arch and settings["method"] != plain.key
+
+
 def test_synthetic_data_bin_is_remade_for_another_side_file_format(tmp_path, monkeypatch):
     """A data-bin in --workdir made for another side-file format (or grammar) is made
     again, not reused: the task would refuse it."""

@@ -114,6 +114,8 @@ class Method:
     key: str
     arch: str
     criterion: str = "label_smoothed_cross_entropy"
+    # model options of this method (e.g. a reading of a paper's equation)
+    model_args: List[str] = field(default_factory=list)
     # decode-only variants sharing this run's checkpoint: (key, extra generate args)
     variants: List[tuple] = field(default_factory=list)
 
@@ -173,6 +175,10 @@ def all_methods() -> List[Method]:
         Method(f"{BACKBONE}+supervised_attention", BACKBONE, "supervised_attention_cross_entropy"),
         Method(f"{BACKBONE}+blackout", BACKBONE, "blackout"),
     ]
+    # SDAtt's Gaussian on the normalised weights instead of eq. 10's scores (issue 15)
+    at = next(i for i, m in enumerate(methods) if m.key == "sdatt_double_syntax") + 1
+    methods.insert(at, Method("sdatt_double_syntax+gaussian_weights", "sdatt_double_syntax",
+                              model_args=["--syntax-gaussian", "weights"]))
     return methods
 
 
@@ -452,8 +458,8 @@ def train_command(method: Method, corpus: Corpus, args, save: str, seed: int) ->
     interval = max(1, args.updates // 10) if args.updates else 100
     return [
         "fairseq-train", corpus.databin, "--user-dir", user_dir(), "--task", "syntax_translation",
-        "--arch", method.arch, *criterion_args(method, args), *size_args(args),
-        "--optimizer", "adam", "--lr", str(args.lr), "--clip-norm", str(args.clip_norm),
+        "--arch", method.arch, *method.model_args, *criterion_args(method, args),
+        *size_args(args), "--optimizer", "adam", "--lr", str(args.lr), "--clip-norm", str(args.clip_norm),
         "--max-tokens", str(args.max_tokens), *budget_args(args),
         "--seed", str(seed), "--num-workers", "0",
         "--save-dir", save, "--no-epoch-checkpoints", "--no-progress-bar",
@@ -484,11 +490,13 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
     """Everything that defines the run of ``key`` (a method or one of its decode-only
     variants) but its seed: two runs with equal settings differ only by the seed."""
     extra = next((e for k, e in method.variants if k == key), [])
+    model_args = {"model_args": method.model_args} if method.model_args else {}
     return {
         "corpus": args.corpus,
         "corpus_description": description,
         "method": key,
         "arch": method.arch,
+        **model_args,
         "criterion": criterion_args(method, args),
         "label_smoothing": None if method.criterion == "blackout" else args.label_smoothing,
         "embed_dim": args.embed_dim,

@@ -2,6 +2,7 @@
 outputs it wrote, one JSON record per finished run, a second invocation skips what is
 done, and the table's mean ± sd and markers are numpy's over the records."""
 import json
+import os
 import re
 
 import numpy as np
@@ -326,3 +327,25 @@ def test_synthetic_data_bin_is_remade_for_another_side_file_format(tmp_path, mon
     (tmp_path / "corpus.json").write_text(json.dumps(stamp))
     experiment.prepare_synthetic(args)
     assert calls == ["fairseq-syntax-synthetic", "fairseq-syntax-preprocess"]
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint_only_with_the_same_command(
+        tmp_path, monkeypatch):
+    args = experiment.parse_args(["--corpus", "synthetic", "--workdir", str(tmp_path)])
+    (method,) = experiment.select_methods("attentional_rnn")
+    corpus = experiment.Corpus("synthetic", "bin", {})
+    trained = []
+
+    def fake_tool(cmd, log_path, env, stdout_path=None):
+        trained.append(os.path.exists(os.path.join(save, "checkpoint_last.pt")))
+        raise RuntimeError("stop after the training command")
+
+    monkeypatch.setattr(experiment, "run_tool", fake_tool)
+    save = experiment.run_dir(args, method.key, 1)
+    experiment.run_method(method, 1, corpus, args, {})  # a fresh run writes its stamp
+    open(os.path.join(save, "checkpoint_last.pt"), "w").close()  # interrupted after an epoch
+    experiment.run_method(method, 1, corpus, args, {})
+    args.lr = 0.001  # another command: the old checkpoint must not be resumed
+    (row, _, _), = experiment.run_method(method, 1, corpus, args, {})
+    assert trained == [False, True, False]
+    assert row.error == "stop after the training command"

@@ -79,6 +79,7 @@ TREE_INDUCING = ("sa_nmt", "fa_nmt")  # arch prefixes whose encoders induce tree
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
 RECORD_FORMAT = "fairseq-syntax-experiment run, version 1"
+RUN_STAMP = "run.json"  # in a run's folder: the training command its checkpoints belong to
 USER_DIR_SHELL = '"$(fairseq-syntax-user-dir)"'  # how a reader's shell finds the plugin
 
 # Per-corpus defaults of the sizes and the budget (CPU-friendly for synthetic; Multi30k as
@@ -582,19 +583,26 @@ def decode_and_score(row: Row, corpus: Corpus, ckpt: str, args, save: str, name:
 def run_method(method: Method, seed: int, corpus: Corpus, args, env
                ) -> List[Tuple[Row, dict, float]]:
     """Train one method with one seed, decode and score; returns (row, command lines, wall
-    seconds) of the method and of each of its variants. The run's folder starts empty."""
+    seconds) of the method and of each of its variants. A run interrupted after a
+    checkpoint resumes from ``checkpoint_last.pt`` when its training command is the same
+    (``RUN_STAMP`` in the run's folder); otherwise the folder starts empty."""
     save = run_dir(args, method.key, seed)
-    shutil.rmtree(save, ignore_errors=True)  # never resume another run's checkpoint
-    os.makedirs(save)
+    cmd = train_command(method, corpus, args, save, seed)
+    stamp = os.path.join(save, RUN_STAMP)
+    ckpt = os.path.join(save, "checkpoint_last.pt")
+    resume = (os.path.exists(ckpt) and os.path.exists(stamp)
+              and json.load(open(stamp)) == {"train": shown(cmd)})
+    if not resume:
+        shutil.rmtree(save, ignore_errors=True)  # never resume another run's checkpoint
+        os.makedirs(save)
+        write_atomically(stamp, json.dumps({"train": shown(cmd)}) + "\n")
     log = os.path.join(save, "log.txt")
-    open(log, "w").close()
+    open(log, "a" if resume else "w").close()
     start = time.time()
     row = Row(method.key, method.arch, seed)
     commands: dict = {}
     results = [(row, commands, 0.0)]
-    ckpt = os.path.join(save, "checkpoint_last.pt")
     try:
-        cmd = train_command(method, corpus, args, save, seed)
         commands["train"] = shown(cmd)
         run_tool(cmd, log, env, stdout_path=os.path.join(save, "train.out"))
         row.train_seconds = round(time.time() - start, 1)

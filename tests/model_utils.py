@@ -30,6 +30,9 @@ def build_model(arch: str, src_dict=None, tgt_dict=None, **overrides):
     model_cls = ARCH_MODEL_REGISTRY[arch]
     args = argparse.Namespace(**overrides)
     ARCH_CONFIG_REGISTRY[arch](args)
+    if getattr(model_cls, "__dataclass", None) is None:  # argparse models (Transformers)
+        model = model_cls.build_model(args, FakeTask(src_dict, tgt_dict))
+        return model.eval()
     cfg = model_cls.__dataclass()
     for key, value in vars(args).items():
         if hasattr(cfg, key):

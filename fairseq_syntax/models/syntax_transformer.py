@@ -1,0 +1,83 @@
+"""Model ``syntax_transformer``: fairseq's Transformer (Vaswani et al. 2017) on
+``--task syntax_translation``, the backbone the Transformer mechanisms extend.
+
+==================================  ==========================================================
+architecture                        sizes (fairseq's own preset)
+==================================  ==========================================================
+``syntax_transformer``              ``transformer``: 6 + 6 layers, 512, FFN 2048, 8 heads
+``syntax_transformer_iwslt_de_en``  ``transformer_iwslt_de_en``: 6 + 6 layers, 512, FFN
+                                    1024, 4 heads
+``syntax_transformer_tiny``         ``transformer_tiny``: 2 + 2 layers, 64, FFN 64, 2 heads
+==================================  ==========================================================
+
+Every ``--arch transformer`` option applies. The encoder and decoder are fairseq's own
+(subclassed, not copied), with fairseq's initialisation (embeddings N(0, d^-1/2),
+attention projections Xavier-uniform, output projection N(0, d^-1/2)), not the RNN
+backbone's uniform one: a ``syntax_transformer_tiny`` and a ``transformer_tiny`` built
+from the same seed have the same parameters, and give the same output on the same
+sentences (right-padded here, left-padded by ``--task translation``).
+"""
+from typing import Optional, Tuple
+
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerModel,
+    base_architecture,
+    tiny_architecture,
+    transformer_iwslt_de_en,
+)
+
+from fairseq_syntax.modules.transformer_decoder import SyntaxTransformerDecoder
+from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
+
+
+@register_model("syntax_transformer")
+class SyntaxTransformerModel(TransformerModel):
+    """fairseq's Transformer whose encoder reads the right-padded source and whose
+    layers can read the batch's side inputs.
+
+    Each mechanism is a subclass that overrides ``build_encoder`` or ``build_decoder``
+    (to build layers of its own) and lists the side inputs it needs in
+    ``syntax_inputs`` (any of ``heads``, ``distances``, ``tree``, ``alignments``), which
+    the ``syntax_translation`` task then loads; a layer that reads them declares the
+    ``net_input`` names in its own ``syntax_inputs`` and finds them in ``side_inputs``.
+    """
+
+    syntax_inputs: Tuple[str, ...] = ()
+
+    @classmethod
+    def build_encoder(cls, cfg, src_dict, embed_tokens):
+        return SyntaxTransformerEncoder(cfg, src_dict, embed_tokens)
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        return SyntaxTransformerDecoder(
+            cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
+        )
+
+    def forward(self, src_tokens, src_lengths, prev_output_tokens,
+                return_all_hiddens: bool = True, features_only: bool = False,
+                alignment_layer: Optional[int] = None, alignment_heads: Optional[int] = None,
+                **side_inputs):
+        encoder_out = self.encoder(src_tokens, src_lengths=src_lengths,
+                                   return_all_hiddens=return_all_hiddens, **side_inputs)
+        return self.decoder(
+            prev_output_tokens, encoder_out=encoder_out, features_only=features_only,
+            alignment_layer=alignment_layer, alignment_heads=alignment_heads,
+            src_lengths=src_lengths, return_all_hiddens=return_all_hiddens,
+        )
+
+
+@register_model_architecture("syntax_transformer", "syntax_transformer")
+def syntax_transformer(args):
+    base_architecture(args)
+
+
+@register_model_architecture("syntax_transformer", "syntax_transformer_iwslt_de_en")
+def syntax_transformer_iwslt_de_en(args):
+    transformer_iwslt_de_en(args)
+
+
+@register_model_architecture("syntax_transformer", "syntax_transformer_tiny")
+def syntax_transformer_tiny(args):
+    tiny_architecture(args)

@@ -36,10 +36,12 @@ distance ``Σ_i (A[t, i] - A*[t, i])²`` of one supervised target row, in natura
 (between 0 and 2). All logging outputs are sums, so they add up across workers.
 
 Every model whose ``extra["attn"][0]`` is ``[B, T, S]`` attention over source positions
-works: the plugin's RNN architectures and fairseq's ``transformer_align`` (one layer's
-cross-attention averaged over ``--alignment-heads``; set ``--alignment-layer`` below the
-number of decoder layers). Source and target may be padded on either side: positions
-are located from the padding masks.
+works: the plugin's RNN architectures, its ``syntax_transformer`` family and fairseq's
+``transformer_align`` (for both Transformers: the cross-attention of decoder layer
+``--alignment-layer`` averaged over its first ``--alignment-heads`` heads; for
+``transformer_align`` set ``--alignment-layer`` below the number of decoder layers).
+Source and target may be padded on either side: positions are located from the padding
+masks.
 
 **Which weights are supervised.** ``A`` must be, like ``A*``, a distribution over the
 source positions (:func:`supervised_weights`):

@@ -16,10 +16,20 @@ attention projections Xavier-uniform, output projection N(0, d^-1/2)), not the R
 backbone's uniform one: a ``syntax_transformer_tiny`` and a ``transformer_tiny`` built
 from the same seed have the same parameters, and give the same output on the same
 sentences (right-padded here, left-padded by ``--task translation``).
+
+**Supervised cross-attention** (Mi et al. 2016, "Supervised Attentions for Neural Machine
+Translation", eq. 7): ``--criterion supervised_attention_cross_entropy`` adds
+``λ Σ_t Σ_i (A[t, i] - A*[t, i])²`` against the gold alignment matrix ``A*`` (simple or
+Gaussian-smoothed, unaligned target words and the target eos on the source eos; see
+:mod:`fairseq_syntax.criterions.supervised_attention`), where ``A`` is the cross-attention
+of decoder layer ``--alignment-layer`` averaged over its first ``--alignment-heads`` heads
+(as fairseq's ``transformer_align`` picks them). Those heads alone receive the
+alignment gradient, and they are the attention ``--print-alignment`` prints.
 """
 from typing import Optional, Tuple
 
 from fairseq.models import register_model, register_model_architecture
+from fairseq.utils import safe_getattr
 from fairseq.models.transformer import (
     TransformerModel,
     base_architecture,
@@ -46,13 +56,29 @@ class SyntaxTransformerModel(TransformerModel):
     syntax_inputs: Tuple[str, ...] = ()
 
     @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        parser.add_argument(
+            "--alignment-layer", type=int, metavar="N",
+            help="decoder layer whose cross-attention is returned as extra['attn'] (printed "
+            "by --print-alignment, supervised by --criterion "
+            "supervised_attention_cross_entropy): 0 is the bottom layer, -1 the top one "
+            "(default: the top one, as fairseq's transformer)")
+        parser.add_argument(
+            "--alignment-heads", type=int, metavar="K",
+            help="average the attention of the first K heads of --alignment-layer only, as "
+            "fairseq's transformer_align (default: all heads)")
+
+    @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
         return SyntaxTransformerEncoder(cfg, src_dict, embed_tokens)
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
         return SyntaxTransformerDecoder(
-            cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention
+            cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention,
+            alignment_layer=safe_getattr(cfg, "alignment_layer", None),
+            alignment_heads=safe_getattr(cfg, "alignment_heads", None),
         )
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens,
@@ -70,14 +96,18 @@ class SyntaxTransformerModel(TransformerModel):
 
 @register_model_architecture("syntax_transformer", "syntax_transformer")
 def syntax_transformer(args):
+    args.alignment_layer = safe_getattr(args, "alignment_layer", None)
+    args.alignment_heads = safe_getattr(args, "alignment_heads", None)
     base_architecture(args)
 
 
 @register_model_architecture("syntax_transformer", "syntax_transformer_iwslt_de_en")
 def syntax_transformer_iwslt_de_en(args):
     transformer_iwslt_de_en(args)
+    syntax_transformer(args)
 
 
 @register_model_architecture("syntax_transformer", "syntax_transformer_tiny")
 def syntax_transformer_tiny(args):
     tiny_architecture(args)
+    syntax_transformer(args)

@@ -12,16 +12,48 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
     """fairseq's Transformer decoder (the one ``--arch transformer`` builds, with its own
     initialisation and incremental state). Layers that declare ``syntax_inputs`` get the
     side inputs of ``encoder_out`` (in the beam's current order) as ``side_inputs`` for
-    the duration of each forward. ``extra["attn"][0]`` is ``[B, T, S]``, one layer's
-    cross-attention averaged over heads (fairseq: the last layer, all heads), over the
-    source positions (tokens then eos, right-padded), in training too.
+    the duration of each forward.
+
+    ``extra["attn"][0]`` is ``[B, T, S]``: the cross-attention of decoder layer
+    ``alignment_layer`` (0 = the bottom one; negative counts from the top; default the
+    last) averaged over its first ``alignment_heads`` heads (default all), over the source
+    positions (tokens then eos, right-padded), in training too and in every decoding
+    step. So ``--print-alignment`` and the ``supervised_attention_cross_entropy``
+    criterion (Mi et al. 2016) see the same heads. Per-call ``alignment_layer`` /
+    ``alignment_heads`` arguments (fairseq's) override the defaults.
     """
+
+    def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn: bool = False,
+                 output_projection=None, alignment_layer: Optional[int] = None,
+                 alignment_heads: Optional[int] = None):
+        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
+                         output_projection=output_projection)
+        layers = cfg.decoder.layers
+        if alignment_layer is not None:
+            if not -layers <= alignment_layer < layers:
+                raise ValueError(
+                    f"--alignment-layer {alignment_layer} is out of range: the decoder has "
+                    f"{layers} layers (0 .. {layers - 1}, or -1 .. -{layers} from the top)"
+                )
+            alignment_layer %= layers
+        heads = cfg.decoder.attention_heads
+        if alignment_heads is not None and not 1 <= alignment_heads <= heads:
+            raise ValueError(
+                f"--alignment-heads {alignment_heads} is out of range: the decoder's "
+                f"cross-attention has {heads} heads (--decoder-attention-heads)"
+            )
+        self.alignment_layer = alignment_layer
+        self.alignment_heads = alignment_heads
 
     def extract_features(self, prev_output_tokens,
                          encoder_out: Optional[Dict[str, List[Tensor]]],
                          incremental_state=None, full_context_alignment: bool = False,
                          alignment_layer: Optional[int] = None,
                          alignment_heads: Optional[int] = None):
+        if alignment_layer is None:
+            alignment_layer = self.alignment_layer
+        if alignment_heads is None:
+            alignment_heads = self.alignment_heads
         with bound_side_inputs(self.layers, side_inputs_of(encoder_out)):
             return super().extract_features(
                 prev_output_tokens, encoder_out, incremental_state, full_context_alignment,

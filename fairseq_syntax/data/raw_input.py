@@ -134,17 +134,16 @@ class RawInputBatch:
 
 
 def side_inputs(sources: Sequence[RawSource], src_len: int, heads: bool, distances: bool,
-                tree: bool) -> Dict[str, torch.Tensor]:
+                tree: bool, words: bool = False) -> Dict[str, torch.Tensor]:
     """The ``net_input`` side tensors of a batch, exactly as
     :meth:`SyntaxLanguagePairDataset.collater` builds them (right-padded source)."""
     out: Dict[str, torch.Tensor] = {}
     if heads or distances:
-        padded = pad_rows([s.heads for s in sources], src_len, HEAD_PAD)
-        out["src_heads"] = padded
-        if distances:
-            words = pad_rows([s.words_row for s in sources], src_len, WORD_PAD)
-            out["src_words"] = words
-            out["src_distances"] = word_distances(padded, words)
+        out["src_heads"] = pad_rows([s.heads for s in sources], src_len, HEAD_PAD)
+    if words or distances:
+        out["src_words"] = pad_rows([s.words_row for s in sources], src_len, WORD_PAD)
+    if distances:
+        out["src_distances"] = word_distances(out["src_heads"], out["src_words"])
     if tree:
         nodes = max(1, max(s.tree.size(0) for s in sources))
         out["src_tree"] = pad_rows([s.tree for s in sources], nodes, -1, (2,))

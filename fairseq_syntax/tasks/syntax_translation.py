@@ -103,7 +103,8 @@ class SyntaxTranslationTask(TranslationTask):
 
     A side input is loaded when its option is given or when the model (built before
     the data is loaded, by fairseq-train and fairseq-generate alike) lists it in its
-    ``syntax_inputs``; a model that needs none pays nothing. A data-bin whose manifest
+    ``syntax_inputs`` (a model may also list ``words``: the words side-file alone, as
+    ``src_words``); a model that needs none pays nothing. A data-bin whose manifest
     records another side-file ``format_version`` is refused as soon as a side input is
     loaded, with the command that rebuilds it.
     """
@@ -254,7 +255,7 @@ class SyntaxTranslationTask(TranslationTask):
                 self._raw_batch = RawInputBatch(sources)
             if "heads" in wanted or "distances" in wanted:
                 side["heads"] = [s.heads for s in sources]
-            if "distances" in wanted:
+            if "distances" in wanted or "words" in wanted:
                 side["words"] = [s.words_row for s in sources]
             if "tree" in wanted:
                 side["tree"] = [s.tree.reshape(-1) for s in sources]
@@ -278,7 +279,8 @@ class SyntaxTranslationTask(TranslationTask):
         if sources is not None and any(s is None for s in sources):
             sources = None
         wanted = self.inference_syntax
-        missing = {"heads": "src_heads", "distances": "src_distances", "tree": "src_tree"}
+        missing = {"heads": "src_heads", "words": "src_words", "distances": "src_distances",
+                   "tree": "src_tree"}
         if wanted and any(missing[k] not in net_input for k in wanted):
             if sources is None:
                 raise ValueError(
@@ -289,7 +291,7 @@ class SyntaxTranslationTask(TranslationTask):
 
             extra = side_inputs(sources, net_input["src_tokens"].size(1),
                                 heads="heads" in wanted, distances="distances" in wanted,
-                                tree="tree" in wanted)
+                                tree="tree" in wanted, words="words" in wanted)
             device = net_input["src_tokens"].device
             sample = dict(sample)
             sample["net_input"] = {**net_input, **{k: v.to(device) for k, v in extra.items()}}

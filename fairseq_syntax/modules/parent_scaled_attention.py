@@ -1,0 +1,158 @@
+"""Parent-scaled self-attention (PASCAL; Bugliarello & Okazaki 2020, "Enhancing Machine
+Translation with Dependency-Aware Self-Attention", section 3).
+
+A PASCAL head of an encoder layer scales its scores by a Gaussian around each token's
+dependency parent before the softmax::
+
+    S = Q Kᵀ / √d,    S̃[t, j] = S[t, j] · N(j; p_t, σ²),    head = softmax(S̃) V
+
+with ``N(j; p, σ²) = exp(-(j - p)² / 2σ²) / √(2πσ²)`` (a density, as the paper and the
+authors' code have it) and ``p_t`` the position of the parent of token ``t``. Subword
+pieces inherit their word's parent, and a parent word split into pieces sits at the mean
+position of its pieces (the authors' "mean" variant, ``scripts/bpe_tags_mean.py``); the
+root word is its own parent, and so is ``eos`` (the authors' code puts eos's parent on
+eos). *Parent ignoring* (§3): in training, each row of a PASCAL head is left unscaled
+with probability ``q``.
+
+Two deviations from the authors' fairseq fork (e-bug/pascal,
+``modules/multihead_pascal.py``), both bugs there: it scales the rows
+``attn_weights[-P * bsz:]`` of the ``[bsz * heads]`` layout, which are all heads of the
+last sentences of the batch, not the last ``P`` heads of every sentence; and it puts
+parent positions of the unpadded sentence against the columns of the left-padded batch.
+Here the first ``P`` heads of every sentence are scaled, and the source is right-padded
+so position ``j`` is token ``j``.
+"""
+import math
+from typing import Optional
+
+import torch
+from fairseq.distributed import fsdp_wrap
+from fairseq.modules import MultiheadAttention
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+from torch import Tensor
+
+from fairseq_syntax.data.tree_tensors import EOS_WORD, WORD_PAD
+from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
+
+
+def parent_positions(heads: Tensor, words: Tensor) -> Tensor:
+    """``[B, S]`` float: the position ``p_t`` of the parent of every source position.
+
+    ``heads``/``words`` as in ``net_input`` (``src_heads``, ``src_words``): a word's first
+    piece holds the head word's first piece (``-1`` for the root), its other pieces hold
+    its first piece; ``words`` gives each piece's word (``-1`` eos, ``-2`` padding). The
+    parent of a piece is its word's head word (the word itself for the root), placed at
+    the mean position of that word's pieces; eos is its own parent; padding gets 0.
+    """
+    real = words.ne(WORD_PAD)
+    same_word = (words[:, :, None] == words[:, None, :]) & real[:, :, None] & real[:, None, :]
+    positions = torch.arange(words.size(1), device=words.device, dtype=torch.float32)
+    centre = (same_word.float() @ positions) / same_word.sum(-1).clamp(min=1)  # [B, S]
+    first_piece = same_word.float().argmax(-1)  # first position of each token's word
+    head_of_word = heads.gather(1, first_piece)
+    is_root = head_of_word.lt(0) | words.eq(EOS_WORD)
+    parent = centre.gather(1, head_of_word.clamp(min=0))
+    return torch.where(is_root, centre, parent).masked_fill(~real, 0.0)
+
+
+def parent_gaussian(parents: Tensor, sigma: float) -> Tensor:
+    """``[B, S, S]`` float: ``N(j; p_t, σ²)`` for rows ``t`` and columns ``j``."""
+    j = torch.arange(parents.size(1), device=parents.device, dtype=torch.float32)
+    d = j[None, None, :] - parents[:, :, None]
+    return torch.exp(-d * d / (2.0 * sigma * sigma)) / math.sqrt(2.0 * math.pi * sigma * sigma)
+
+
+class ParentScaledSelfAttention(MultiheadAttention):
+    """fairseq's self-attention whose first ``pascal_heads`` heads scale their scores by
+    :attr:`parent_weights` (``[B, S, S]``, set by the layer for one forward) through
+    fairseq's ``apply_sparse_mask`` hook, which sits between ``Q Kᵀ / √d`` and the
+    padding mask. That hook is on fairseq's own attention path; PyTorch's fused path has
+    none, so ``skip_embed_dim_check`` (whose only other effect is to skip an assert of
+    the input size) selects fairseq's path.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, pascal_heads: int = 1,
+                 parent_ignoring: float = 0.0, **kwargs):
+        super().__init__(embed_dim, num_heads, self_attention=True, **kwargs)
+        if not 1 <= pascal_heads <= num_heads:
+            raise ValueError(f"--pascal-heads {pascal_heads}: the encoder layers have "
+                             f"{num_heads} heads (--encoder-attention-heads)")
+        if not 0.0 <= parent_ignoring < 1.0:
+            raise ValueError(f"--parent-ignoring {parent_ignoring} must be in [0, 1)")
+        self.pascal_heads = pascal_heads
+        self.parent_ignoring = parent_ignoring
+        self.skip_embed_dim_check = True
+        self.parent_weights: Optional[Tensor] = None
+
+    def apply_sparse_mask(self, attn_weights: Tensor, tgt_len: int, src_len: int, bsz: int):
+        if self.parent_weights is None:
+            raise RuntimeError("ParentScaledSelfAttention needs parent_weights for this forward")
+        scale = self.parent_weights.to(attn_weights.dtype)[:, None]  # [B, 1, T, S]
+        scale = scale.expand(bsz, self.pascal_heads, tgt_len, src_len)
+        if self.training and self.parent_ignoring > 0:
+            keep = torch.rand(bsz, self.pascal_heads, tgt_len, 1, device=scale.device)
+            scale = torch.where(keep >= self.parent_ignoring, scale, torch.ones_like(scale))
+        weights = attn_weights.view(bsz, self.num_heads, tgt_len, src_len)
+        weights = torch.cat([weights[:, : self.pascal_heads] * scale,
+                             weights[:, self.pascal_heads:]], dim=1)
+        return weights.view(bsz * self.num_heads, tgt_len, src_len)
+
+
+class ParentScaledEncoderLayer(TransformerEncoderLayerBase):
+    """fairseq's encoder layer with a :class:`ParentScaledSelfAttention`; it reads the
+    batch's ``src_heads`` and ``src_words`` (handed over by the encoder)."""
+
+    syntax_inputs = ("src_heads", "src_words")
+
+    def __init__(self, cfg, pascal_heads: int, sigma: float, parent_ignoring: float):
+        if sigma <= 0:
+            raise ValueError(f"--pascal-sigma must be > 0, got {sigma}")
+        self.pascal_heads = pascal_heads
+        self.sigma = sigma
+        self.parent_ignoring = parent_ignoring
+        super().__init__(cfg)
+        self.side_inputs = None
+
+    def build_self_attention(self, embed_dim, cfg):
+        return ParentScaledSelfAttention(
+            embed_dim, cfg.encoder.attention_heads, pascal_heads=self.pascal_heads,
+            parent_ignoring=self.parent_ignoring, dropout=cfg.attention_dropout,
+            q_noise=self.quant_noise, qn_block_size=self.quant_noise_block_size,
+        )
+
+    def forward(self, x, encoder_padding_mask: Optional[Tensor], attn_mask: Optional[Tensor] = None):
+        parents = parent_positions(self.side_inputs["src_heads"], self.side_inputs["src_words"])
+        self.self_attn.parent_weights = parent_gaussian(parents, self.sigma)
+        try:
+            return super().forward(x, encoder_padding_mask, attn_mask)
+        finally:
+            self.self_attn.parent_weights = None
+
+
+class ParentScaledEncoder(SyntaxTransformerEncoder):
+    """The backbone's encoder whose layers ``pascal_layers`` (all by default) are
+    :class:`ParentScaledEncoderLayer`."""
+
+    def __init__(self, cfg, dictionary, embed_tokens, pascal_layers, pascal_heads: int,
+                 sigma: float, parent_ignoring: float):
+        layers = cfg.encoder.layers
+        chosen = range(layers) if pascal_layers is None else pascal_layers
+        bad = [i for i in chosen if not 0 <= i < layers]
+        if bad:
+            raise ValueError(f"--pascal-layers {bad}: the encoder has {layers} layers "
+                             f"(0 .. {layers - 1})")
+        self.pascal_layers = frozenset(chosen)
+        self.pascal_options = (pascal_heads, sigma, parent_ignoring)
+        self.layers_built = 0
+        super().__init__(cfg, dictionary, embed_tokens)
+
+    def build_encoder_layer(self, cfg):
+        index, self.layers_built = self.layers_built, self.layers_built + 1
+        if index not in self.pascal_layers:
+            return super().build_encoder_layer(cfg)
+        layer = ParentScaledEncoderLayer(cfg, *self.pascal_options)
+        if cfg.checkpoint_activations:  # as fairseq's build_encoder_layer
+            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+        return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap
+                         if not cfg.checkpoint_activations else 0)

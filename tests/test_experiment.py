@@ -272,7 +272,7 @@ def test_multi30k_defaults_and_train_command():
     assert "--log-format json --log-file save/train.log.jsonl" in line
     synthetic = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
     assert (synthetic.updates, synthetic.epochs, synthetic.clip_norm, synthetic.seeds) == (
-        800, None, 1.0, [1])
+        2400, None, 1.0, [1])
     assert experiment.record_path("d", "tree2seq+length_prior", 2) == \
         "d/tree2seq_length_prior.seed2.json"
 

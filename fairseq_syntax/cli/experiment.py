@@ -915,8 +915,9 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     if synthetic:
         lines += [
             decode + "`--gen-subset test` (in-distribution test split) and `--gen-subset "
-            "test1` (`gen`: the generalisation split of `fairseq-syntax-synthetic`, deeper "
-            "nesting and more attractors than any training sentence).",
+            "test1` (`gen`: the generalisation split of `fairseq-syntax-synthetic`: a fronted "
+            "PP in every sentence, deeper nesting, more attractors, longer than any training "
+            "sentence).",
             "* BLEU: sacreBLEU against `test.vf` / `gen.vf`. Agreement: share of translations "
             "whose main verb has the reference's number; long-dist.: on the sentences with "
             "≥ 2 attractors (nouns before the main verb with the other number than the subject head) (`agreement_report` of "

@@ -6,16 +6,28 @@ import argparse
 
 import pytest
 import torch
+from fairseq import utils
+from fairseq.models import ARCH_MODEL_REGISTRY
 
 from fairseq_syntax.cli.benchmark import plugin_architectures
 from fairseq_syntax.cli.parity import BACKBONE, LSTM, get_parser, parity
+from fairseq_syntax.models.attentional_rnn import AttentionalRNNModel
 from fairseq_syntax.modules.tree_lstm import TreeLSTMCell
-from fairseq import utils
 from model_utils import build_model, random_batch, tiny_dictionary
 
 
-@pytest.mark.parametrize("arch", plugin_architectures())
+RNN_ARCHS = [a for a in plugin_architectures()
+             if issubclass(ARCH_MODEL_REGISTRY[a], AttentionalRNNModel)]
+
+
+def test_every_rnn_architecture_is_checked():
+    assert len(RNN_ARCHS) == 16 and BACKBONE in RNN_ARCHS
+
+
+@pytest.mark.parametrize("arch", RNN_ARCHS)
 def test_every_parameter_is_drawn_from_uniform_0_1(arch):
+    """The RNN backbone and every RNN architecture built on it (the Transformers keep
+    fairseq's Transformer initialisation)."""
     torch.manual_seed(0)
     model = build_model(arch, encoder_hidden_size=64, decoder_hidden_size=128)
     forget_biases = set()

@@ -9,19 +9,20 @@ import torch
 from fairseq import utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from fairseq_syntax.cli.benchmark import plugin_architectures
+from fairseq_syntax.cli.benchmark import plugin_architectures, rnn_architectures
 from fairseq_syntax.cli.parity import BACKBONE, LSTM, get_parser, parity
 from fairseq_syntax.models.attentional_rnn import AttentionalRNNModel
 from fairseq_syntax.modules.tree_lstm import TreeLSTMCell
 from model_utils import build_model, random_batch, tiny_dictionary
 
 
-RNN_ARCHS = [a for a in plugin_architectures()
-             if issubclass(ARCH_MODEL_REGISTRY[a], AttentionalRNNModel)]
+RNN_ARCHS = rnn_architectures()
 
 
 def test_every_rnn_architecture_is_checked():
-    assert len(RNN_ARCHS) == 16 and BACKBONE in RNN_ARCHS
+    rnn = [a for a in plugin_architectures() if issubclass(ARCH_MODEL_REGISTRY[a], AttentionalRNNModel)]
+    assert RNN_ARCHS == rnn and len(rnn) == 16 and rnn[0] == BACKBONE
+    assert "syntax_transformer_tiny" in plugin_architectures() and "syntax_transformer_tiny" not in rnn
 
 
 @pytest.mark.parametrize("arch", RNN_ARCHS)

@@ -57,6 +57,17 @@ def plugin_architectures() -> List[str]:
     return sorted(archs, key=lambda a: (a != BACKBONE, a))
 
 
+def rnn_architectures() -> List[str]:
+    """The architectures built on the RNN backbone (they take its size options), backbone
+    first; the Transformer family has its own sizes."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from fairseq_syntax.models.attentional_rnn import AttentionalRNNModel
+
+    return [a for a in plugin_architectures()
+            if issubclass(ARCH_MODEL_REGISTRY[a], AttentionalRNNModel)]
+
+
 def size_args(args, fairseq_lstm: bool) -> List[str]:
     e, h, d = str(args.embed_dim), str(args.encoder_hidden), str(args.decoder_hidden)
     common = ["--encoder-embed-dim", e, "--decoder-embed-dim", e, "--dropout", "0.1"]
@@ -206,7 +217,8 @@ def get_parser():
     p.add_argument("--workdir", required=True, help="folder for the data-bin, checkpoints and logs")
     p.add_argument("--data-bin", help="an existing data-bin made by fairseq-syntax-preprocess "
                    "(with trees and alignments); default: build one from the synthetic corpus")
-    p.add_argument("--archs", default="all", help="comma-separated architectures, or 'all'")
+    p.add_argument("--archs", default="all", help="comma-separated architectures, or "
+                   "'all' (every architecture on the RNN backbone)")
     p.add_argument("--updates", type=int, default=60, help="training updates per architecture")
     p.add_argument("--max-tokens", type=int, default=2000, help="tokens per training batch")
     p.add_argument("--embed-dim", type=int, default=128, help="source and target embedding size")
@@ -223,7 +235,7 @@ def main(argv=None):
     args = get_parser().parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     databin = args.data_bin or synthetic_databin(args.workdir)
-    archs = plugin_architectures() if args.archs == "all" else args.archs.split(",")
+    archs = rnn_architectures() if args.archs == "all" else args.archs.split(",")
     if BACKBONE in archs:
         archs.remove(BACKBONE)
     runs = [(BACKBONE, BACKBONE, [])] + [(a, a, []) for a in archs]

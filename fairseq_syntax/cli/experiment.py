@@ -160,15 +160,12 @@ class Row:
     error: str = ""
 
 
-def plugin_architectures() -> List[str]:
-    """Registered architectures of the plugin, backbone first (as the benchmark lists them)."""
-    from fairseq_syntax.cli.benchmark import plugin_architectures as archs
-
-    return archs()
-
-
 def all_methods() -> List[Method]:
-    methods = [Method(a, a) for a in plugin_architectures()]
+    """Every architecture on the RNN backbone (the sizes and budgets here are the RNN's),
+    backbone first, and the criterion and option variants."""
+    from fairseq_syntax.cli.benchmark import rnn_architectures
+
+    methods = [Method(a, a) for a in rnn_architectures()]
     for m in methods:
         if m.arch == "tree2seq":
             m.variants.append(("tree2seq+length_prior", ["--length-prior"]))

@@ -74,3 +74,15 @@ def generate_args(databin, checkpoint, extra=()):
         "--path", str(checkpoint), "--gen-subset", "test", "--beam", "5",
         "--batch-size", "16", "--cpu", *extra,
     ]
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run hundreds of times slower with several threads on a busy machine
+    (modules opt in with ``pytestmark = pytest.mark.usefixtures("one_thread")``)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -13,12 +13,7 @@ from test_transformer_backbone import transformer_train_args
 from fairseq_syntax.modules.parent_scaled_attention import parent_gaussian, parent_positions
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # "The monkey eats a banana" (the paper's figure 1) with banana in two pieces, and

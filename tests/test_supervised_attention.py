@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from fairseq.data import Dictionary
 
 from conftest import USER_DIR, generate_args, run_cli, train_args
-from model_utils import build_model, random_batch
+from model_utils import FakeTask, build_model, random_batch
 from fairseq_syntax.cli.score_alignments import main as score_main
 from fairseq_syntax.criterions.supervised_attention import (
     SupervisedAttentionCrossEntropy,
@@ -25,19 +25,8 @@ from fairseq_syntax.criterions.supervised_attention import (
 CRITERION = ["--criterion", "supervised_attention_cross_entropy"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run hundreds of times slower with several threads on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-
-class FakeTask:
-    def __init__(self, dictionary):
-        self.source_dictionary = dictionary
-        self.target_dictionary = dictionary
 
 
 class FixedAttentionModel(nn.Module):
@@ -67,7 +56,8 @@ def make_dictionary(n=10):
 
 
 def criterion(dictionary, **kwargs):
-    return SupervisedAttentionCrossEntropy(FakeTask(dictionary), sentence_avg=False, **kwargs)
+    return SupervisedAttentionCrossEntropy(FakeTask(dictionary, dictionary), sentence_avg=False,
+                                           **kwargs)
 
 
 def sample_of(src, tgt, links=None, flat=None, ids=None):

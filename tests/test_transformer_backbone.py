@@ -14,12 +14,7 @@ from fairseq_syntax.models.syntax_transformer import SyntaxTransformerModel, syn
 from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def build_pair(seed=0, **overrides):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import USER_DIR, run_cli
-from model_utils import build_model
+from model_utils import FakeTask, build_model
 from test_transformer_backbone import TINY, transformer_train_args
 from fairseq_syntax.cli.score_alignments import main as score_main
 from fairseq_syntax.criterions.supervised_attention import SupervisedAttentionCrossEntropy
@@ -18,18 +18,8 @@ from fairseq_syntax.criterions.supervised_attention import SupervisedAttentionCr
 CRITERION = ["--criterion", "supervised_attention_cross_entropy"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-
-class FakeTask:
-    def __init__(self, dictionary):
-        self.source_dictionary = dictionary
-        self.target_dictionary = dictionary
 
 
 def model_and_batch(**overrides):
@@ -99,7 +89,8 @@ GOLD = {
 def test_loss_equals_hand_computation(transform, layer, heads):
     model, sample = model_and_batch(alignment_layer=layer, alignment_heads=heads)
     crit = SupervisedAttentionCrossEntropy(
-        FakeTask(model.encoder.dictionary), sentence_avg=False, alignment_lambda=0.7,
+        FakeTask(model.encoder.dictionary, model.encoder.dictionary), sentence_avg=False,
+        alignment_lambda=0.7,
         alignment_transform=transform, alignment_window=1, alignment_sigma=1.0)
     with torch.no_grad():
         loss, sample_size, log = crit(model, sample)
@@ -125,7 +116,8 @@ def test_loss_equals_hand_computation(transform, layer, heads):
 def test_alignment_gradient_reaches_only_the_chosen_heads():
     model, sample = model_and_batch(alignment_layer=0, alignment_heads=1)
     model.train()
-    crit = SupervisedAttentionCrossEntropy(FakeTask(model.encoder.dictionary), sentence_avg=False)
+    dictionary = model.encoder.dictionary
+    crit = SupervisedAttentionCrossEntropy(FakeTask(dictionary, dictionary), sentence_avg=False)
     net_output = model(**sample["net_input"])
     distance, rows = crit.compute_alignment_distance(model, net_output, sample)
     assert rows == 5 and float(distance) > 0

@@ -7,11 +7,14 @@ import re
 
 import numpy as np
 import pytest
+import torch
+from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
+from fairseq.data import Dictionary
 from sacrebleu.metrics import BLEU
 
 from conftest import run_cli
 from fairseq_syntax.cli import experiment
-from fairseq_syntax.cli.experiment import update_results
+from fairseq_syntax.cli.experiment import read_train_log, smoothed_loss_floor, update_results
 from fairseq_syntax.data.synthetic_corpus import agreement_report
 from fairseq_syntax.syntax.conllu_io import read_conllu_trees
 from fairseq_syntax.syntax.tree_scores import read_gold_trees, score_corpus
@@ -63,6 +66,44 @@ def test_update_results_keeps_other_sections(tmp_path):
     assert text.startswith("# Results")
 
 
+def test_smoothed_loss_floor_is_the_minimum_of_fairseqs_criterion():
+    """The floor is fairseq's label-smoothed loss at the smoothed target itself, every
+    other distribution scores higher, and gradient descent from random logits stops at it."""
+    epsilon, vocab = 0.1, 88
+    target = torch.tensor([[5]])
+    smoothed = torch.full((1, vocab), epsilon / (vocab - 1))
+    smoothed[0, 5] = 1 - epsilon
+
+    def bits(lprobs):
+        loss, _ = label_smoothed_nll_loss(lprobs, target, epsilon, reduce=True)
+        return loss.item() / np.log(2)
+
+    floor = smoothed_loss_floor(epsilon, vocab)
+    assert bits(smoothed.log()) == pytest.approx(floor, rel=1e-6)
+    assert floor == pytest.approx(1.1133, abs=1e-4)  # the synthetic corpus: 84 words + 4
+    torch.manual_seed(0)
+    for _ in range(20):
+        assert bits(torch.randn(1, vocab).log_softmax(-1)) > floor
+    logits = torch.randn(1, vocab, requires_grad=True)
+    optimizer = torch.optim.Adam([logits], lr=0.1)
+    for _ in range(2000):
+        optimizer.zero_grad()
+        loss, _ = label_smoothed_nll_loss(logits.log_softmax(-1), target, epsilon)
+        loss.backward()
+        optimizer.step()
+    assert bits(logits.log_softmax(-1)) == pytest.approx(floor, rel=1e-4)
+
+
+def test_read_train_log_takes_the_lowest_validation(tmp_path):
+    log = tmp_path / "train.log.jsonl"
+    log.write_text("{'config': 'python repr, skipped'}\n" + "".join(
+        json.dumps({"epoch": e, "valid_loss": loss, "valid_ppl": ppl,
+                    "valid_num_updates": str(100 * e)}) + "\n"
+        for e, loss, ppl in ((1, "2.5", "4.1"), (2, "1.2", "1.3"), (3, "1.4", "1.5"))))
+    assert read_train_log(str(log)) == {"valid_loss": 1.2, "valid_ppl": 1.3,
+                                        "train_epochs": 3, "train_updates": 300}
+
+
 @pytest.fixture(scope="module")
 def experiment_run(tmp_path_factory):
     """One invocation: the corpus, two methods with seed 1, records and the table."""
@@ -92,7 +133,7 @@ def test_experiment_table_equals_scorers(experiment_run):
     gold = read_gold_trees(str(raw / "test.en.conllu"))
     for key, cells in rows.items():
         (seeds, bleu_cell, agree_cell, long_cell, gen_bleu_cell, gen_agree_cell,
-         gen_long_cell, aer_cell, tree_cell, ppl_cell, _) = cells
+         gen_long_cell, aer_cell, tree_cell, ppl_cell, loss_cell, _) = cells
         assert seeds == "1"
         run = work / "runs" / key / "seed1"
         record = json.loads((experiment_run["records"] / f"{key}.seed1.json").read_text())
@@ -133,10 +174,15 @@ def test_experiment_table_equals_scorers(experiment_run):
         assert aer_cell == f"{100 * alignment['aer']:.2f}"
         assert [scores[k] for k in ("precision", "recall")] == pytest.approx(
             [100 * alignment[k] for k in ("precision", "recall")])
-        # the last validation of fairseq-train's JSON log
+        # the validation of lowest loss in fairseq-train's JSON log, and its checkpoint
         valid = [json.loads(line) for line in _lines(run / "train.log.jsonl")
                  if line.startswith("{") and "valid_ppl" in line]
-        assert ppl_cell == f"{float(valid[-1]['valid_ppl']):.2f}"
+        best = min(valid, key=lambda v: float(v["valid_loss"]))
+        assert ppl_cell == f"{float(best['valid_ppl']):.2f}"
+        assert loss_cell == f"{float(best['valid_loss']):.3f}"
+        assert f"--path {run}/checkpoint_best.pt " in record["commands"]["generate_test"]
+        vocab = len(Dictionary.load(str(work / "data-bin" / "dict.vf.txt")))
+        assert scores["valid_loss_floor"] == pytest.approx(smoothed_loss_floor(0.1, vocab))
         # step time over the backbone's, as fairseq-syntax-step-time measured it
         if key == "attentional_rnn":
             assert scores["step_time_ratio"] == 1.0 and "step_time" not in record["commands"]
@@ -345,6 +391,11 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_only_with_the_same_comma
     experiment.run_method(method, 1, corpus, args, {})  # a fresh run writes its stamp
     open(os.path.join(save, "checkpoint_last.pt"), "w").close()  # interrupted after an epoch
     experiment.run_method(method, 1, corpus, args, {})
+    stamp = json.loads(open(os.path.join(save, experiment.RUN_STAMP)).read())
+    stamp["train_seconds"] = 1234.5  # its training finished: decoded again, not trained
+    open(os.path.join(save, experiment.RUN_STAMP), "w").write(json.dumps(stamp))
+    (row, _, _), = experiment.run_method(method, 1, corpus, args, {})
+    assert row.train_seconds == 1234.5 and trained == [False, True]  # no fairseq-train
     args.lr = 0.001  # another command: the old checkpoint must not be resumed
     (row, _, _), = experiment.run_method(method, 1, corpus, args, {})
     assert trained == [False, True, False]

@@ -27,8 +27,8 @@ Methods: every registered architecture of the plugin (the backbone ``attentional
 first), the backbone under ``supervised_attention_cross_entropy`` (gold/eflomal
 alignments of the training data) and under ``blackout``, and ``tree2seq`` decoded again
 with ``--length-prior`` (no extra training). Every run of a method uses the same model
-sizes, optimiser and budget (``--updates`` or ``--epochs``), validation on, and the last
-checkpoint.
+sizes, optimiser and budget (``--updates`` or ``--epochs``), validation after every epoch,
+and the checkpoint of lowest validation loss (``checkpoint_best.pt``) is decoded.
 
 Scores per run:
 
@@ -40,8 +40,9 @@ Scores per run:
   threshold 0.2);
 * Multi30k En-De: BLEU and chrF (sacreBLEU) of the detokenised ``test_2016_flickr``
   translations against the raw references, RIBES on spaCy tokens;
-* both: the last validation perplexity of training (from fairseq's ``--log-format json
-  --log-file``), and the directed/undirected attachment accuracy of the trees the
+* both: the lowest validation loss of training and its perplexity (from fairseq's
+  ``--log-format json --log-file``) with the loss floor of label smoothing
+  (:func:`smoothed_loss_floor`: a run near it has converged), and the directed/undirected attachment accuracy of the trees the
   structured-attention models (``sa_nmt*``, ``fa_nmt*``) induce on the test source against
   the gold (synthetic) or spaCy (Multi30k) trees, with the left/right-branching baselines
   (``fairseq-syntax-induced-trees``).
@@ -80,6 +81,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
 RECORD_FORMAT = "fairseq-syntax-experiment run, version 1"
 RUN_STAMP = "run.json"  # in a run's folder: the training command its checkpoints belong to
+DECODED_CHECKPOINT = "checkpoint_best.pt"  # the epoch of lowest validation loss
 USER_DIR_SHELL = '"$(fairseq-syntax-user-dir)"'  # how a reader's shell finds the plugin
 
 # Per-corpus defaults of the sizes and the budget (CPU-friendly for synthetic; Multi30k as
@@ -152,7 +154,9 @@ class Row:
     da: Optional[float] = None
     ua: Optional[float] = None
     baselines: Dict[str, float] = field(default_factory=dict)
-    valid_ppl: Optional[float] = None
+    valid_ppl: Optional[float] = None  # of the decoded (lowest valid loss) checkpoint
+    valid_loss: Optional[float] = None  # lowest validation loss of training (bits/token)
+    valid_loss_floor: Optional[float] = None  # :func:`smoothed_loss_floor` of this run
     step_time_ratio: Optional[float] = None
     train_epochs: Optional[int] = None
     train_updates: Optional[int] = None
@@ -298,9 +302,11 @@ def ribes_of(refs: Sequence[str], hyps: Sequence[str]) -> float:
 
 
 def read_train_log(path: str) -> dict:
-    """The last validation perplexity (and its epoch) and the last update number of the
-    JSON lines of fairseq-train's ``--log-format json --log-file`` (other lines skipped)."""
-    out = {"valid_ppl": None, "train_epochs": None, "train_updates": None}
+    """From the JSON lines of fairseq-train's ``--log-format json --log-file`` (other lines
+    skipped): the lowest validation loss and the perplexity of that epoch (the checkpoint
+    ``checkpoint_best.pt`` holds), the last epoch and the last update number."""
+    out = {"valid_loss": None, "valid_ppl": None, "train_epochs": None,
+           "train_updates": None}
     for line in read_lines(path):
         if not line.startswith("{"):
             continue
@@ -308,13 +314,40 @@ def read_train_log(path: str) -> dict:
             stats = json.loads(line)
         except json.JSONDecodeError:
             continue  # the config dict fairseq logs first (Python repr, not JSON)
-        if "valid_ppl" in stats:
-            out["valid_ppl"] = float(stats["valid_ppl"])
+        if "valid_loss" in stats:
+            loss = float(stats["valid_loss"])
+            if out["valid_loss"] is None or loss < out["valid_loss"]:
+                out["valid_loss"] = loss
+                out["valid_ppl"] = float(stats["valid_ppl"])
             out["train_epochs"] = int(stats["epoch"])
         for name in ("num_updates", "train_num_updates", "valid_num_updates"):
             if name in stats:
                 out["train_updates"] = int(float(stats[name]))
     return out
+
+
+def smoothed_loss_floor(epsilon: float, vocab_size: int) -> float:
+    """The lowest loss per token (bits) of fairseq's ``label_smoothed_cross_entropy``:
+    it is the cross-entropy of the model's distribution against the smoothed target
+    (1 - epsilon on the reference, epsilon / (V - 1) on each other word), so by Gibbs'
+    inequality no model, however long it trains, goes below that target's entropy. A run
+    whose validation loss is within x % of this floor is within x % of any longer run."""
+    import math
+
+    other = epsilon / (vocab_size - 1)
+    nats = -(1 - epsilon) * math.log(1 - epsilon) - epsilon * math.log(other)
+    return nats / math.log(2)
+
+
+def target_vocab_size(databin: str) -> int:
+    """Size of the output layer: the target dictionary of ``databin`` with fairseq's
+    four special symbols."""
+    from fairseq.data import Dictionary
+
+    manifest = os.path.join(databin, "syntax_manifest.json")
+    with open(manifest) as f:
+        target = json.load(f)["target_lang"]
+    return len(Dictionary.load(os.path.join(databin, f"dict.{target}.txt")))
 
 
 # ---------------------------------------------------------------------------------------
@@ -508,7 +541,7 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
         "updates": args.updates,
         "epochs": args.epochs,
         "max_minutes": args.max_minutes or None,
-        "checkpoint": "last",
+        "checkpoint": "best",
         "decoding": [*DECODING, *extra],
     }
 
@@ -582,13 +615,15 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
     """Train one method with one seed, decode and score; returns (row, command lines, wall
     seconds) of the method and of each of its variants. A run interrupted after a
     checkpoint resumes from ``checkpoint_last.pt`` when its training command is the same
-    (``RUN_STAMP`` in the run's folder); otherwise the folder starts empty."""
+    (``RUN_STAMP`` in the run's folder), one whose training finished is only decoded and
+    scored again; otherwise the folder starts empty."""
     save = run_dir(args, method.key, seed)
     cmd = train_command(method, corpus, args, save, seed)
     stamp = os.path.join(save, RUN_STAMP)
-    ckpt = os.path.join(save, "checkpoint_last.pt")
-    resume = (os.path.exists(ckpt) and os.path.exists(stamp)
-              and json.load(open(stamp)) == {"train": shown(cmd)})
+    last = os.path.join(save, "checkpoint_last.pt")
+    ckpt = os.path.join(save, DECODED_CHECKPOINT)
+    old = json.load(open(stamp)) if os.path.exists(stamp) else {}
+    resume = os.path.exists(last) and old.get("train") == shown(cmd)
     if not resume:
         shutil.rmtree(save, ignore_errors=True)  # never resume another run's checkpoint
         os.makedirs(save)
@@ -601,10 +636,18 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
     results = [(row, commands, 0.0)]
     try:
         commands["train"] = shown(cmd)
-        run_tool(cmd, log, env, stdout_path=os.path.join(save, "train.out"))
-        row.train_seconds = round(time.time() - start, 1)
+        if resume and "train_seconds" in old:  # a trained run is only decoded again
+            row.train_seconds = old["train_seconds"]
+        else:
+            run_tool(cmd, log, env, stdout_path=os.path.join(save, "train.out"))
+            row.train_seconds = round(time.time() - start, 1)
+            write_atomically(stamp, json.dumps({"train": shown(cmd),
+                                                "train_seconds": row.train_seconds}) + "\n")
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
             setattr(row, name, value)
+        if method.criterion != "blackout":
+            row.valid_loss_floor = smoothed_loss_floor(args.label_smoothing,
+                                                       target_vocab_size(corpus.databin))
         decode_and_score(row, corpus, ckpt, args, save, "", [], log, env, commands)
         if corpus.gold_align:  # attention of the force-decoded reference vs gold alignments
             align_out = os.path.join(save, "generate.align.out")
@@ -629,6 +672,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
         for key, extra in method.variants:
             t0 = time.time()
             variant = Row(key, method.arch, seed, valid_ppl=row.valid_ppl,  # decode only
+                          valid_loss=row.valid_loss, valid_loss_floor=row.valid_loss_floor,
                           train_epochs=row.train_epochs, train_updates=row.train_updates,
                           train_seconds=row.train_seconds)
             vcommands = {"train": commands["train"]}
@@ -829,6 +873,7 @@ COLUMNS = {
         ("long-dist. agr.", ["agreement_long"], 2), ("gen BLEU", ["gen_bleu"], 2),
         ("gen agreement", ["gen_agreement"], 2), ("gen long-dist. agr.", ["gen_agreement_long"], 2),
         ("AER", ["aer"], 2), ("DA / UA", ["da", "ua"], 1), ("valid ppl", ["valid_ppl"], 2),
+        ("valid loss", ["valid_loss"], 3),
     ],
     "multi30k": [
         ("BLEU", ["bleu"], 2), ("chrF", ["chrf"], 2), ("RIBES", ["ribes"], 2),
@@ -853,6 +898,22 @@ def table_records(records: Sequence[dict], args, description: str
             if old is None or str(r.get("date", "")) > str(old.get("date", "")):
                 chosen[r["method"]][int(r["seed"])] = r
     return {k: [v[s] for s in sorted(v)] for k, v in chosen.items()}
+
+
+def convergence_lines(backbone: Sequence[dict]) -> List[str]:
+    """One bullet: each backbone run's lowest validation loss against its floor."""
+    runs = [(r["seed"], r["scores"].get("valid_loss"), r["scores"].get("valid_loss_floor"))
+            for r in backbone]
+    runs = [(seed, loss, floor) for seed, loss, floor in runs if loss and floor]
+    if not runs:
+        return []
+    gaps = [100.0 * (loss / floor - 1) for _, loss, floor in runs]
+    return [f"* Convergence of the backbone: floor {runs[0][2]:.3f} bits; lowest valid loss "
+            + ", ".join(f"{loss:.3f} (seed {seed}, +{gap:.1f} %)"
+                        for (seed, loss, _), gap in zip(runs, gaps))
+            + (": every seed within 2 % of the floor." if max(gaps) <= 2.0 else
+               ": **not every seed is within 2 % of the floor**; a longer budget may still "
+               "change the table.")]
 
 
 def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, List[dict]],
@@ -900,7 +961,8 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         + f", embeddings {args.embed_dim}, BiLSTM encoder 2 × {args.encoder_hidden}, decoder "
         f"LSTM {args.decoder_hidden}, dropout {args.dropout}, Adam lr {args.lr}, clip-norm "
         f"{args.clip_norm}, label smoothing {args.label_smoothing} (BlackOut: none), "
-        "validation after every epoch, last checkpoint; one run per seed (`--seed N`).",
+        "validation after every epoch, the checkpoint of lowest validation loss "
+        "(`checkpoint_best.pt`) decoded; one run per seed (`--seed N`).",
     ]
     example = next((r for k in [BACKBONE, *rows] for r in by_key.get(k, [])), None)
     if example and example.get("commands", {}).get("train"):
@@ -939,8 +1001,12 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         "the trees the `sa_nmt*` / `fa_nmt*` encoders induce on the test source, against the "
         + ("gold trees" if synthetic else "spaCy `en_core_web_sm` parses")
         + " (`fairseq-syntax-induced-trees`).",
-        "* valid ppl: perplexity on the validation split at the end of training (fairseq's "
-        "last `valid_ppl`).",
+        "* valid ppl: fairseq's `valid_ppl` of the decoded checkpoint."
+        + (" valid loss: its label-smoothed validation loss (bits per token), and how far "
+           "above the floor no model can go below (`smoothed_loss_floor`: the entropy of the "
+           "smoothed target). A run within 2 % of the floor is within 2 % of any longer "
+           "run, so it has converged in issue 14's sense." if synthetic else ""),
+        *convergence_lines(by_key.get(BACKBONE, [])),
         "",
     ]
     columns = COLUMNS[corpus_name]

@@ -53,9 +53,12 @@ def test_two_ranks_equal_one_process_with_double_batch(synthetic_databin, tmp_pa
         assert p.returncode == 0, out[-4000:]
 
     a, b = final_params(single), final_params(multi)
-    init = None
     assert a.keys() == b.keys()
     for name in a:
         assert torch.allclose(a[name], b[name], atol=1e-5), name
-    # the test can fail: the parameters did move away from each other's initialisation
-    assert any(not torch.equal(a[n], b[n]) or a[n].abs().sum() > 0 for n in a) and init is None
+    # the comparison can fail: one process with half the batch per update ends elsewhere
+    half = tmp_path / "half"
+    run_cli(train_args(synthetic_databin, half, arch, updates=3,
+                       extra=COMMON + ["--update-freq", "1", "--load-distances"]))
+    c = final_params(half)
+    assert not all(torch.allclose(a[n], c[n], atol=1e-5) for n in a)

@@ -6,3 +6,4 @@ from . import tree_to_sequence_rnn  # noqa: F401
 from . import structured_attention_rnn  # noqa: F401
 from . import syntax_transformer  # noqa: F401
 from . import pascal_transformer  # noqa: F401
+from . import sdatt_transformer  # noqa: F401

@@ -1,0 +1,128 @@
+"""Model ``sdatt_transformer``: syntax-directed attention (SDAtt; Chen et al. 2017,
+"Syntax-Directed Attention for Neural Machine Translation") on the Transformer's
+cross-attention.
+
+The ``syntax_transformer`` backbone whose decoder layers ``--sdatt-layers`` (default all)
+have ``--sdatt-heads`` (default all) syntax-directed cross-attention heads: each predicts a
+source position ``p = J · sigmoid(vᵀ tanh(W x))`` from its query (eq. 5) and adds the
+Gaussian of the word-level tree distance from ``p``, ``-M[p][j]² / 2σ²``, to its logits
+inside the neighbourhood of words within ``n`` arcs (eqs. 9-11; the ``--syntax-gaussian
+weights`` reading of the RNN model ``syntax_directed_rnn``); see
+:mod:`fairseq_syntax.modules.syntax_distance_cross_attention`. ``--sdatt-context double``
+(the ``sdatt_double_*`` architectures) keeps every head's global context and adds the
+chosen heads' syntax-directed contexts through a projection of their own (eq. 14). Reads
+the data-bin's source distances (``src_distances``, from the heads and words side-files).
+
+========================================  ========================================
+architecture                              sizes / context
+========================================  ========================================
+``sdatt_transformer``                     ``syntax_transformer``, single context
+``sdatt_transformer_iwslt_de_en``         ``syntax_transformer_iwslt_de_en``, single
+``sdatt_transformer_tiny``                ``syntax_transformer_tiny``, single
+``sdatt_double_transformer``              ``syntax_transformer``, double context
+``sdatt_double_transformer_iwslt_de_en``  ``syntax_transformer_iwslt_de_en``, double
+``sdatt_double_transformer_tiny``         ``syntax_transformer_tiny``, double
+========================================  ========================================
+
+Paper defaults: ``n = 4``, ``σ = n/2``.
+"""
+from fairseq.models import register_model, register_model_architecture
+from fairseq.utils import safe_getattr
+
+from fairseq_syntax.data.tree_tensors import EOS_DISTANCE
+from fairseq_syntax.models.syntax_transformer import (
+    SyntaxTransformerModel,
+    syntax_transformer,
+    syntax_transformer_iwslt_de_en,
+    syntax_transformer_tiny,
+)
+from fairseq_syntax.modules.syntax_distance_cross_attention import SyntaxDistanceDecoder
+
+SDATT_CONTEXTS = ("single", "double")
+
+
+@register_model("sdatt_transformer")
+class SDAttTransformerModel(SyntaxTransformerModel):
+    """The Transformer backbone with syntax-directed cross-attention heads in its decoder."""
+
+    syntax_inputs = ("distances",)
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        parser.add_argument(
+            "--sdatt-heads", type=int, metavar="K",
+            help="syntax-directed heads in the cross-attention of each SDAtt decoder layer "
+            "(the first K heads; default: all heads)")
+        parser.add_argument(
+            "--sdatt-layers", type=str, metavar="I,J,...",
+            help="comma-separated decoder layers (0 = the bottom one) whose cross-attention "
+            "has syntax-directed heads (default: every layer)")
+        parser.add_argument(
+            "--sdatt-distance", type=float, metavar="N",
+            help="syntax distance n: a head attends only to the source words within n tree "
+            "arcs of the (interpolated) word at its predicted position (Chen et al.: 4); "
+            f"must be below EOS_DISTANCE ({EOS_DISTANCE}), eos's distance from every word")
+        parser.add_argument(
+            "--sdatt-sigma", type=float, metavar="S",
+            help="standard deviation σ of the syntax-distance Gaussian, in tree arcs; "
+            "-d²/2σ² is added to the head's logits (default: n/2, as Chen et al.)")
+        parser.add_argument(
+            "--sdatt-context", choices=SDATT_CONTEXTS,
+            help="'single': the chosen heads attend syntax-directed only (SDAtt); 'double': "
+            "every head keeps its global context and the chosen heads add a syntax-directed "
+            "context through a projection of their own (GlobalAtt+SDAtt, Chen et al. eq. 14)")
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        layers = safe_getattr(cfg, "sdatt_layers", None)
+        if layers is not None:
+            try:
+                layers = [int(x) for x in str(layers).split(",") if x.strip()]
+            except ValueError:
+                raise ValueError(f"--sdatt-layers {cfg.sdatt_layers!r}: give comma-separated "
+                                 "decoder layer numbers, e.g. 0,1,2") from None
+        context = _option(cfg, "sdatt_context", "single")
+        if context not in SDATT_CONTEXTS:
+            raise ValueError(f"--sdatt-context {context!r}: give one of {', '.join(SDATT_CONTEXTS)}")
+        return SyntaxDistanceDecoder(
+            cfg, tgt_dict, embed_tokens, sdatt_layers=layers,
+            sdatt_heads=safe_getattr(cfg, "sdatt_heads", None),
+            max_distance=_option(cfg, "sdatt_distance", 4.0),
+            sigma=safe_getattr(cfg, "sdatt_sigma", None),
+            double_context=context == "double",
+            no_encoder_attn=cfg.no_cross_attention,
+            alignment_layer=safe_getattr(cfg, "alignment_layer", None),
+            alignment_heads=safe_getattr(cfg, "alignment_heads", None),
+        )
+
+
+def _option(cfg, name, default):
+    value = safe_getattr(cfg, name, None)
+    return default if value is None else value
+
+
+def _sdatt_defaults(args, context):
+    args.sdatt_heads = _option(args, "sdatt_heads", None)
+    args.sdatt_layers = _option(args, "sdatt_layers", None)
+    args.sdatt_distance = _option(args, "sdatt_distance", 4.0)
+    args.sdatt_sigma = _option(args, "sdatt_sigma", None)
+    args.sdatt_context = _option(args, "sdatt_context", context)
+
+
+def _arch(name, sizes, context):
+    def architecture(args):
+        _sdatt_defaults(args, context)
+        sizes(args)
+
+    architecture.__name__ = name
+    architecture.__doc__ = f"{sizes.__name__} sizes, {context} context."
+    register_model_architecture("sdatt_transformer", name)(architecture)
+
+
+_arch("sdatt_transformer", syntax_transformer, "single")
+_arch("sdatt_transformer_iwslt_de_en", syntax_transformer_iwslt_de_en, "single")
+_arch("sdatt_transformer_tiny", syntax_transformer_tiny, "single")
+_arch("sdatt_double_transformer", syntax_transformer, "double")
+_arch("sdatt_double_transformer_iwslt_de_en", syntax_transformer_iwslt_de_en, "double")
+_arch("sdatt_double_transformer_tiny", syntax_transformer_tiny, "double")

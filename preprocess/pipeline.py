@@ -44,12 +44,12 @@ from tqdm import tqdm
 
 from fairseq_syntax.syntax import constituency
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees
-from fairseq_syntax.data.raw_input import word_index_of_pieces
 from fairseq_syntax.data.side_files import FORMAT_VERSION
 from fairseq_syntax.syntax.dependency import (hang_pieces_below_words, project_heads_to_subwords,
                                               subword_binary_tree)
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line, project_alignment_to_subwords
+from fairseq_syntax.syntax.subwords import word_index_of_pieces
 from fairseq_syntax.syntax.text_io import read_text_lines
 
 from .eflomal_align import SYMMETRISATION, BackgroundAlignment, eflomal_version

@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-from fairseq_syntax.syntax.conllu_io import ParsedSentence
+from fairseq_syntax.syntax.conllu_io import ParsedSentence, format_conllu
 from fairseq_syntax.syntax.dependency import validate_heads
 from fairseq_syntax.syntax.errors import SyntaxInputError
 
@@ -372,11 +372,7 @@ def write_cache(path: str, trees: Sequence[ParsedSentence], header: dict) -> Non
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(CACHE_HEADER + json.dumps(header, sort_keys=True) + "\n")
             for tree in trees:
-                out.write("# text = " + " ".join(tree.words) + "\n")
-                rels = tree.deprels or ["_"] * len(tree.words)
-                for i, (word, head, rel) in enumerate(zip(tree.words, tree.heads, rels)):
-                    out.write(f"{i + 1}\t{word}\t_\t_\t_\t_\t{head + 1}\t{rel or '_'}\t_\t_\n")
-                out.write("\n")
+                out.write(format_conllu(tree.words, tree.heads, tree.deprels))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -11,16 +11,15 @@ from fairseq_syntax.syntax.alignment_scores import (
     AlignmentCounts,
     SentenceAlignment,
     collapse_attention_to_words,
-    collapse_links_to_words,
     count_links,
     hard_links_from_attention,
     parse_pharaoh_links,
     read_naacl_file,
     read_pharaoh_file,
     score_alignments,
-    word_index_of_pieces,
 )
 from fairseq_syntax.syntax.errors import SyntaxInputError
+from fairseq_syntax.syntax.subwords import pieces_per_word, word_index_of_pieces, word_links
 
 HANSARDS = os.path.join(SHARED_DATA, "alignment-gold", "en-fr-hansards")
 needs_hansards = pytest.mark.skipif(
@@ -110,9 +109,10 @@ def test_naacl_format(tmp_path):
 
 def test_word_index_of_pieces():
     pieces = ["\u2581the", "\u2581", "b", "ak", "ers", "\u2581sa", "w", "\u2581."]
-    assert word_index_of_pieces(pieces) == [0, 1, 1, 1, 1, 2, 2, 3]
-    assert word_index_of_pieces(["un@@", "believ@@", "able", "dog"], "bpe") == [0, 0, 0, 1]
-    assert word_index_of_pieces(["a", "b"], "none") == [0, 1]
+    assert word_index_of_pieces(pieces_per_word(pieces)) == [0, 1, 1, 1, 1, 2, 2, 3]
+    assert word_index_of_pieces(pieces_per_word(["un@@", "believ@@", "able", "dog"], "bpe")
+                                ) == [0, 0, 0, 1]
+    assert word_index_of_pieces(pieces_per_word(["a", "b"], "none")) == [0, 1]
 
 
 def test_collapse_sums_source_pieces_and_averages_target_pieces():
@@ -135,7 +135,7 @@ def test_threshold_and_eos_maximum_mean_unaligned():
     assert hard_links_from_attention(rows, 3, 0.2) == [(0, 2)]
     flat = [[0.2, 0.1, 0.1, 0.15]]  # maximum 0.2 is not above the threshold
     assert hard_links_from_attention(flat, 3, 0.2) == []
-    assert collapse_links_to_words([(0, 0), (1, 0), (2, 1)], [0, 0, 1], [0, 1]) == [(0, 0), (1, 1)]
+    assert word_links([(0, 0), (1, 0), (2, 1)], [0, 0, 1], [0, 1]) == [(0, 0), (1, 1)]
 
 
 # --------------------------------------------------------------------------- generate output

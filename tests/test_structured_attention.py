@@ -405,7 +405,7 @@ def test_induced_trees_group_unknown_pieces_by_the_gold_words(
     from fairseq.data.dictionary import Dictionary
 
     from fairseq_syntax.cli.induced_trees import main
-    from fairseq_syntax.syntax.tree_scores import word_spans
+    from fairseq_syntax.syntax.subwords import pieces_per_word
 
     databin = tmp_path / "data-bin"
     shutil.copytree(synthetic_databin, databin)
@@ -437,7 +437,7 @@ def test_induced_trees_group_unknown_pieces_by_the_gold_words(
         assert "<unk>" in pieces
         # without the gold words, either reading of <unk> miscounts one of the sentences
         guess = pieces if case == "inside" else [p.replace("<unk>", "x") for p in pieces]
-        assert len(word_spans(guess)) != len(gold[k].words)
+        assert len(pieces_per_word(guess, unknown_starts_word=True)) != len(gold[k].words)
 
     out = tmp_path / "induced.conllu"
     main([str(databin), "--path", str(checkpoints("sa_nmt_shared")), "--gen-subset", "test",

@@ -4,7 +4,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees, write_conllu
+from fairseq_syntax.syntax.conllu_io import (
+    ParsedSentence,
+    format_conllu,
+    read_conllu_trees,
+    write_conllu,
+)
 from fairseq_syntax.syntax.dependency import (
     binarize_head_outward,
     hang_pieces_below_words,
@@ -389,6 +394,30 @@ def test_read_conllu_trees(tmp_path):
     assert [(t.words, t.heads, t.deprels) for t in again] == [
         (t.words, t.heads, t.deprels) for t in trees
     ]
+
+
+def test_format_conllu_hand_worked(tmp_path):
+    block = format_conllu(["the", "dogs", "bark"], [1, 2, -1], ["det", "nsubj", "root"],
+                          [("sent_id", "s-1")], ["the", "dog", "bark"], ["DET", "NOUN", "VERB"],
+                          ["_", "Number=Plur", "_"])
+    assert block == (
+        "# sent_id = s-1\n"
+        "# text = the dogs bark\n"
+        "1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n"
+        "2\tdogs\tdog\tNOUN\t_\tNumber=Plur\t3\tnsubj\t_\t_\n"
+        "3\tbark\tbark\tVERB\t_\t_\t0\troot\t_\t_\n"
+        "\n"
+    )
+    # columns not given are "_", and so is an empty DEPREL
+    assert format_conllu(["hi", "!"], [-1, 0], ["", "punct"]) == (
+        "# text = hi !\n1\thi\t_\t_\t_\t_\t0\t_\t_\t_\n2\t!\t_\t_\t_\t_\t1\tpunct\t_\t_\n\n")
+    out = tmp_path / "c.conllu"
+    write_conllu(str(out), [ParsedSentence(["hi", "!"], [-1, 0]), ParsedSentence(["x"], [-1])])
+    assert out.read_text(encoding="utf-8") == (
+        "# text = hi !\n1\thi\t_\t_\t_\t_\t0\t_\t_\t_\n2\t!\t_\t_\t_\t_\t1\t_\t_\t_\n\n"
+        "# text = x\n1\tx\t_\t_\t_\t_\t0\t_\t_\t_\n\n")
+    with pytest.raises(ValueError, match="word 2 'a\\\\tb' is empty or holds a tab"):
+        write_conllu(str(out), [ParsedSentence(["x", "a\tb"], [-1, 0])])
 
 
 @pytest.mark.parametrize(

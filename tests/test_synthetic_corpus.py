@@ -10,6 +10,7 @@ import pytest
 
 from fairseq_syntax.data import synthetic_corpus as sc
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees, write_conllu
+from fairseq_syntax.syntax.pharaoh import format_pharaoh
 
 
 @pytest.fixture(scope="module", params=["in-distribution", "gen"])
@@ -298,7 +299,7 @@ def test_in_distribution_splits_unchanged(corpus, tmp_path):
         assert read_lines(os.path.join(out, f"{split}.en")) == [" ".join(p.source) for p in chunk]
         assert read_lines(os.path.join(out, f"{split}.vf")) == [" ".join(p.target) for p in chunk]
         assert read_lines(os.path.join(out, f"{split}.align")) == [
-            sc.to_pharaoh(p.alignment) for p in chunk]
+            format_pharaoh(p.alignment) for p in chunk]
     # gen=0 writes no gen files and the same in-distribution files
     summary = sc.generate_corpus(str(tmp_path), seed=5, train=300, valid=40, test=50, gen=0)
     assert set(summary["sizes"]) == set(summary["paths"]) == {"train", "valid", "test"}

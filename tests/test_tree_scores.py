@@ -5,11 +5,17 @@ import numpy as np
 import pytest
 
 from fairseq_syntax.syntax.dependency import project_heads_to_subwords, validate_heads
+from fairseq_syntax.syntax.subwords import pieces_per_word, spans_of_word_lengths
 from fairseq_syntax.syntax.tree_scores import (
     AttachmentCounts, GoldTree, attachment_counts, collapse_marginals, extract_tree,
     format_table3, left_branching, max_spanning_tree, read_gold_trees, right_branching,
-    score_corpus, spans_of_word_lengths, word_spans,
+    score_corpus,
 )
+
+
+def word_spans(pieces):
+    """The words extract_tree finds by default: ▁ marks, <unk> starting a word."""
+    return spans_of_word_lengths(pieces_per_word(pieces, unknown_starts_word=True))
 
 # "the dogs saw cats ." with "dogs" and "cats" in two pieces each
 WORDS = ["the", "dogs", "saw", "cats", "."]

@@ -47,8 +47,9 @@ import torch
 
 import fairseq_syntax  # noqa: F401  (registers the task and models, allows safe checkpoint loading)
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, write_conllu
+from fairseq_syntax.syntax.subwords import spans_of_word_lengths
 from fairseq_syntax.syntax.tree_scores import (
-    extract_tree, format_table3, read_gold_trees, score_corpus, spans_of_word_lengths,
+    extract_tree, format_table3, read_gold_trees, score_corpus,
 )
 
 
@@ -164,7 +165,8 @@ def induce_trees(model, task, split: str, batch_size: int, use_cuda: bool,
                  ) -> List[Tuple[List[str], List[int]]]:
     """(words, 0-based heads) of every sentence of ``split``, in the split's order.
     ``word_lengths`` (:func:`gold_word_lengths`) groups the pieces into words;
-    without it, :func:`~fairseq_syntax.syntax.tree_scores.word_spans` does."""
+    without it, the sentencepiece marks do (see
+    :func:`~fairseq_syntax.syntax.tree_scores.extract_tree`)."""
     dataset = task.dataset(split)
     src_dict = task.source_dictionary
     pad = src_dict.pad()

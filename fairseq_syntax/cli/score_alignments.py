@@ -49,15 +49,15 @@ from fairseq_syntax.syntax.alignment_scores import (
     SentenceAlignment,
     check_alignment_range,
     collapse_attention_to_words,
-    collapse_links_to_words,
     hard_links_from_attention,
     parse_pharaoh_links,
     read_naacl_file,
     read_pharaoh_file,
     score_alignments,
-    word_index_of_pieces,
 )
 from fairseq_syntax.syntax.errors import SyntaxInputError
+from fairseq_syntax.syntax.pharaoh import format_pharaoh
+from fairseq_syntax.syntax.subwords import pieces_per_word, word_index_of_pieces, word_links
 from fairseq_syntax.syntax.text_io import iter_decoded_lines
 
 PROG = "fairseq-syntax-score-alignments"
@@ -181,8 +181,8 @@ def links_from_generated(sent: GeneratedSentence, path: str, kind: str, threshol
             "--prefix-size 1024 --print-alignment soft (or --score-reference "
             "--print-alignment hard)", path, sent.lines.get("H"),
         )
-    src_words = word_index_of_pieces(sent.source, subword)
-    tgt_words = word_index_of_pieces(sent.hypothesis, subword)
+    src_words = word_index_of_pieces(pieces_per_word(sent.source, subword))
+    tgt_words = word_index_of_pieces(pieces_per_word(sent.hypothesis, subword))
     n_src, n_tgt = len(sent.source), len(sent.hypothesis)
     if kind == "auto":
         kind = _detect_kind(sent.alignment, path, line)
@@ -195,7 +195,7 @@ def links_from_generated(sent: GeneratedSentence, path: str, kind: str, threshol
                     "pieces of the S-/H- lines (run fairseq-generate without --post-process)",
                     path, line,
                 )
-        return collapse_links_to_words(links.sure, src_words, tgt_words)
+        return word_links(links.sure, src_words, tgt_words)
     rows = []
     for t, token in enumerate(sent.alignment.split()):
         try:
@@ -257,8 +257,8 @@ def score(args) -> dict:
                 )
             links = links_from_generated(sent, args.generate, args.alignment, args.threshold,
                                          args.subword)
-            n_src = max(word_index_of_pieces(sent.source, args.subword), default=-1) + 1
-            n_tgt = max(word_index_of_pieces(sent.hypothesis, args.subword), default=-1) + 1
+            n_src = len(pieces_per_word(sent.source, args.subword))
+            n_tgt = len(pieces_per_word(sent.hypothesis, args.subword))
             check_alignment_range(gold[sent.sid], n_src, n_tgt, args.gold,
                                   _gold_line(args, sent.sid), gold_base, "--gold-index-base")
             hypotheses.append(links)
@@ -293,7 +293,7 @@ def score(args) -> dict:
     if args.write_links:
         with open(args.write_links, "w", encoding="utf-8") as out:
             for links in hypotheses:
-                out.write(" ".join(f"{i}-{j}" for i, j in sorted(links)) + "\n")
+                out.write(format_pharaoh(sorted(links)) + "\n")
     return score_alignments(hypotheses, golds).as_dict()
 
 

@@ -12,9 +12,10 @@ calls ``task.inference_step`` with a sample whose ``net_input`` holds only
 2. **subwords**: encodes the words with fairseq's ``--bpe`` when one is given
    (``--bpe sentencepiece --sentencepiece-model DATA/spm.model``), else with the
    data-bin's ``spm.model`` word by word, exactly as ``fairseq-syntax-preprocess`` did
-   (a line that already holds ``▁`` is taken as sentencepiece pieces and kept); the
+   (a line of the source dictionary's pieces that holds ``▁`` is taken as sentencepiece
+   pieces and kept; any other ``▁`` is text, as in preprocessing, with a warning); the
    pieces are regrouped into words at ``▁`` (a word is a piece starting with ``▁`` and
-   the pieces after it that do not);
+   the pieces after it that do not; :mod:`fairseq_syntax.syntax.subwords`);
 3. **parse** (only when the model needs syntax): one tree per line over those words, with
    the spaCy parser recorded in the manifest (or ``--raw-input-parser``), sentence
    starts preset as in preprocessing; heads projected to subwords, the word of each
@@ -46,46 +47,14 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from fairseq_syntax.syntax.dependency import project_heads_to_subwords, subword_binary_tree
+from fairseq_syntax.syntax.subwords import (
+    WORD_START, pieces_per_word, word_forms, word_index_of_pieces,
+)
 
 from .side_files import MANIFEST, check_format_version, read_manifest
 from .tree_tensors import EOS_WORD, HEAD_PAD, WORD_PAD, pad_rows, word_distances
 
 logger = logging.getLogger(__name__)
-
-WORD_START = "\u2581"
-
-
-def group_pieces(pieces: Sequence[str], subwords: Optional[bool] = None) -> List[int]:
-    """Pieces per word: a sentencepiece word starts at each piece beginning with ``▁``
-    (and at the first piece). ``subwords=False`` makes every piece a word (no subword
-    model); ``None`` decides by whether any piece has ``▁``."""
-    if subwords is None:
-        subwords = any(p.startswith(WORD_START) for p in pieces)
-    if not subwords:
-        return [1] * len(pieces)
-    counts: List[int] = []
-    for k, piece in enumerate(pieces):
-        if k == 0 or piece.startswith(WORD_START):
-            counts.append(1)
-        else:
-            counts[-1] += 1
-    return counts
-
-
-def word_index_of_pieces(pieces_per_word: Sequence[int]) -> List[int]:
-    """``out[k]`` is the word of piece ``k``."""
-    return [w for w, count in enumerate(pieces_per_word) for _ in range(count)]
-
-
-def collapse_alignment(links, src_word_of: Sequence[int], tgt_word_of: Sequence[int]
-                       ) -> List[Tuple[int, int]]:
-    """Subword links -> sorted, deduplicated word links (links outside the maps dropped)."""
-    out = set()
-    for s, t in links:
-        s, t = int(s), int(t)
-        if 0 <= s < len(src_word_of) and 0 <= t < len(tgt_word_of):
-            out.add((src_word_of[s], tgt_word_of[t]))
-    return sorted(out)
 
 
 def data_bin_sentencepiece(data_dir: str, manifest: Optional[dict] = None):
@@ -165,6 +134,7 @@ class RawInputProcessor:
         self._parser = None
         self._sp = None
         self._regroup_warned = False
+        self._word_start_warned = False
         self._tree_source_warned = False
 
     def _recorded_parser(self) -> Optional[str]:
@@ -218,22 +188,24 @@ class RawInputProcessor:
         out = []
         sp = self._spm() if encode_fn is None else None
         for line in lines:
-            if encode_fn is None and WORD_START in line:
-                # already sentencepiece pieces (as fairseq-generate prints them): keep them
+            if WORD_START in line:
                 pieces = line.split()
-                counts = group_pieces(pieces, subwords=True)
-                words, start = [], 0
-                for c in counts:
-                    words.append("".join(pieces[start:start + c]).replace(WORD_START, "") or WORD_START)
-                    start += c
-                tokens = dictionary.encode_line(" ".join(pieces), add_if_not_exist=False,
-                                                append_eos=True).long()
-                out.append(RawSource(words, pieces, counts, tokens))
-                continue
+                unknown = [p for p in pieces if p not in dictionary.indices]
+                if encode_fn is None and not unknown:
+                    # sentencepiece pieces of the dictionary (as fairseq-generate prints
+                    # them): keep them
+                    counts = pieces_per_word(pieces, "sentencepiece")
+                    tokens = dictionary.encode_line(" ".join(pieces), add_if_not_exist=False,
+                                                    append_eos=True).long()
+                    out.append(RawSource(word_forms(pieces, counts, WORD_START), pieces,
+                                         counts, tokens))
+                    continue
+                self._warn_word_start(line, unknown if encode_fn is None else None,
+                                      subwords=encode_fn is not None or sp is not None)
             words = self.words(line)
             if encode_fn is not None:
                 pieces = encode_fn(" ".join(words)).split()
-                counts = group_pieces(pieces)
+                counts = pieces_per_word(pieces, "auto")
             elif sp is not None:
                 per_word = sp.encode(words, out_type=str) if words else []
                 kept = [(w, p) for w, p in zip(words, per_word) if p]
@@ -250,15 +222,27 @@ class RawInputProcessor:
                         "raw input: the subword groups differ from the words (%d vs %d); "
                         "parsing the subword groups instead", len(counts), len(words))
                     self._regroup_warned = True
-                words, start = [], 0
-                for c in counts:
-                    text = "".join(pieces[start:start + c]).replace(WORD_START, "")
-                    words.append(text or WORD_START)
-                    start += c
+                words = word_forms(pieces, counts, WORD_START)
             tokens = dictionary.encode_line(" ".join(pieces), add_if_not_exist=False,
                                             append_eos=True).long()
             out.append(RawSource(words, pieces, counts, tokens))
         return out
+
+    def _warn_word_start(self, line: str, unknown: Optional[Sequence[str]],
+                         subwords: bool) -> None:
+        """A ``▁`` in a line that is not kept as pieces is text (warned once)."""
+        if self._word_start_warned:
+            return
+        marked = ", ".join(repr(w) for w in line.split() if WORD_START in w)
+        why = "" if unknown is None else (
+            " but is not a line of the dictionary's pieces ("
+            + ", ".join(repr(p) for p in unknown[:5]) + " not in it)")
+        how = ", where sentencepiece takes it for a space" if subwords else ""
+        logger.warning(
+            "raw input %r holds '%s' (U+2581, sentencepiece's word mark) in %s%s: it is "
+            "read as text, as fairseq-syntax-preprocess reads it%s; remove the '%s' if the "
+            "line is not meant so", line[:80], WORD_START, marked, why, how, WORD_START)
+        self._word_start_warned = True
 
     def parse(self, sources: Sequence[RawSource]) -> None:
         """Parse each source's words and attach projected heads and binary trees."""

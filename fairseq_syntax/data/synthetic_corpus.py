@@ -58,8 +58,9 @@ constituency trees of the same phrase structure, one line per line of ``S.en``, 
 ``S.align`` (Pharaoh ``i-j``, 0-based, source index ``i``, target index ``j``; the
 alignment is one-to-one).
 
-Pure Python (standard library only; ``--src-conllu`` of the scoring script reads
-CoNLL-U with :mod:`fairseq_syntax.syntax.conllu_io`): no torch, no fairseq.
+Pure Python (the standard library; CoNLL-U and Pharaoh through
+:mod:`fairseq_syntax.syntax.conllu_io` and :mod:`fairseq_syntax.syntax.pharaoh`): no
+torch, no fairseq.
 """
 import argparse
 import os
@@ -67,6 +68,9 @@ import random
 import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+from fairseq_syntax.syntax.conllu_io import format_conllu
+from fairseq_syntax.syntax.pharaoh import format_pharaoh
 
 SG, PL = "sg", "pl"
 NUMBERS = (SG, PL)
@@ -505,20 +509,8 @@ GEN_SPLIT = "gen"
 
 def to_conllu(pair: SyntheticPair, sent_id: str) -> str:
     """The gold source tree of ``pair`` as one CoNLL-U sentence block (blank line after)."""
-    lines = [f"# sent_id = {sent_id}", f"# text = {' '.join(pair.source)}"]
-    for i, form in enumerate(pair.source):
-        upos = pair.upos[i] if pair.upos else "_"
-        lemma = pair.lemmas[i] if pair.lemmas else "_"
-        feats = pair.feats[i] if pair.feats else "_"
-        cols = [str(i + 1), form, lemma, upos, "_", feats, str(pair.heads[i] + 1),
-                pair.deprels[i], "_", "_"]
-        lines.append("\t".join(cols))
-    return "\n".join(lines) + "\n\n"
-
-
-def to_pharaoh(alignment: Sequence[Tuple[int, int]]) -> str:
-    """``[(0, 0), (1, 2)]`` -> ``"0-0 1-2"``."""
-    return " ".join(f"{i}-{j}" for i, j in alignment)
+    return format_conllu(pair.source, pair.heads, pair.deprels, [("sent_id", sent_id)],
+                         pair.lemmas, pair.upos, pair.feats)
 
 
 def write_split(pairs: Sequence[SyntheticPair], out_dir: str, split: str) -> Dict[str, str]:
@@ -534,7 +526,7 @@ def write_split(pairs: Sequence[SyntheticPair], out_dir: str, split: str) -> Dic
     with open(paths["en.ptb"], "w", encoding="utf-8") as f:
         f.writelines(p.brackets + "\n" for p in pairs)
     with open(paths["align"], "w", encoding="utf-8") as f:
-        f.writelines(to_pharaoh(p.alignment) + "\n" for p in pairs)
+        f.writelines(format_pharaoh(p.alignment) + "\n" for p in pairs)
     return paths
 
 

@@ -276,34 +276,7 @@ def check_alignment_range(
     )
 
 
-# --------------------------------------------------------------------------- subwords
-
-
-def word_index_of_pieces(pieces: Sequence[str], style: str = "sentencepiece") -> List[int]:
-    """Map each subword piece to the 0-based index of the word it belongs to.
-
-    ``sentencepiece``: a piece that starts with ``▁`` (U+2581) starts a new word (so does
-    the first piece); ``bpe``: a piece ending with ``@@`` continues into the next piece;
-    ``none``: every piece is a word.
-    """
-    words, current = [], -1
-    if style == "sentencepiece":
-        for k, piece in enumerate(pieces):
-            if k == 0 or piece.startswith("\u2581"):
-                current += 1
-            words.append(current)
-    elif style == "bpe":
-        continues = False
-        for piece in pieces:
-            if not continues:
-                current += 1
-            words.append(current)
-            continues = piece.endswith("@@")
-    elif style == "none":
-        words = list(range(len(pieces)))
-    else:
-        raise ValueError(f"unknown subword style {style!r} (sentencepiece, bpe, none)")
-    return words
+# --------------------------------------------------------------------------- subword attention
 
 
 def collapse_attention_to_words(
@@ -349,10 +322,3 @@ def hard_links_from_attention(
         if best < n_src_words and row[best] > threshold and not math.isnan(row[best]):
             links.append((best, t))
     return links
-
-
-def collapse_links_to_words(
-    links: Iterable[Link], src_word_of_piece: Sequence[int], tgt_word_of_piece: Sequence[int]
-) -> List[Link]:
-    """Subword links to word links (a word pair is linked when any of their pieces is)."""
-    return sorted({(src_word_of_piece[i], tgt_word_of_piece[j]) for i, j in links})

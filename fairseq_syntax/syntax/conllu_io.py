@@ -6,7 +6,7 @@ syntactic words only, with 0-based heads (``-1`` for the root).
 """
 import io
 from dataclasses import dataclass, field
-from typing import Iterable, List, Tuple
+from typing import Iterable, List, Sequence, Tuple
 
 import conllu
 from conllu.exceptions import ParseException
@@ -130,24 +130,32 @@ def read_conllu_trees(path: str) -> List[ParsedSentence]:
     return sentences
 
 
-def write_conllu(path: str, sentences: Iterable[ParsedSentence]) -> None:
-    """Write sentences as CoNLL-U (10 tab-separated columns, ``_`` where unknown).
+def format_conllu(words: Sequence[str], heads: Sequence[int], deprels: Sequence[str] = (),
+                  comments: Sequence[Tuple[str, str]] = (), lemmas: Sequence[str] = (),
+                  upos: Sequence[str] = (), feats: Sequence[str] = ()) -> str:
+    """One sentence as a CoNLL-U block: the ``# key = value`` comments, ``# text = ...``
+    (words joined by spaces), one line per word (0-based ``heads`` written 1-based, 0 for
+    the root; ``_`` for a column not given) and a blank line. Checks nothing."""
+    lines = [f"# {key} = {value}" for key, value in comments]
+    lines.append("# text = " + " ".join(words))
+    for i, (word, head) in enumerate(zip(words, heads)):
+        cols = [str(i + 1), word, lemmas[i] if lemmas else "_", upos[i] if upos else "_", "_",
+                feats[i] if feats else "_", str(int(head) + 1),
+                (deprels[i] if deprels else "") or "_", "_", "_"]
+        lines.append("\t".join(cols))
+    return "\n".join(lines) + "\n\n"
 
-    Each sentence gets a ``# text = ...`` comment (words joined by spaces) and ends with a
-    blank line. Heads are written 1-based (0 for the root). Words must not contain tabs or
-    newlines.
-    """
+
+def write_conllu(path: str, sentences: Iterable[ParsedSentence]) -> None:
+    """Write sentences as CoNLL-U (:func:`format_conllu`). Words must be non-empty and
+    hold no tab or newline."""
     with open(path, "w", encoding="utf-8") as out:
         for sentence in sentences:
             if len(sentence.heads) != len(sentence.words):
                 raise ValueError(
                     f"{len(sentence.words)} words but {len(sentence.heads)} heads"
                 )
-            deprels = sentence.deprels or ["_"] * len(sentence.words)
-            out.write("# text = " + " ".join(sentence.words) + "\n")
-            for i, (word, head, rel) in enumerate(zip(sentence.words, sentence.heads, deprels)):
+            for i, word in enumerate(sentence.words):
                 if any(c in word for c in "\t\n\r") or not word:
                     raise ValueError(f"word {i + 1} {word!r} is empty or holds a tab or newline")
-                cols = [str(i + 1), word, "_", "_", "_", "_", str(int(head) + 1), rel or "_", "_", "_"]
-                out.write("\t".join(cols) + "\n")
-            out.write("\n")
+            out.write(format_conllu(sentence.words, sentence.heads, sentence.deprels))

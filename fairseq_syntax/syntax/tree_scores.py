@@ -4,10 +4,12 @@ Torch-free support for the grammar-induction analysis of Tran & Bisk (2018), "In
 Grammars with and for Neural Machine Translation", section 7.1 and Table 3.
 
 From subword marginals to a word-level tree (:func:`extract_tree`)
-    1. **Words** (:func:`word_spans`): a word starts at every sentencepiece piece that
-       begins with ``▁`` (U+2581; the first piece always starts a word) and runs up to
-       the next such piece. The caller drops fairseq's final ``eos`` position (and any
-       padding) before calling: arcs from or to eos carry no word-level mass.
+    1. **Words** (:func:`~fairseq_syntax.syntax.subwords.pieces_per_word`): a word starts
+       at every sentencepiece piece that begins with ``▁`` (U+2581; the first piece always
+       starts a word) or is ``<unk>`` (its mark is lost: a guess, the unknown piece may
+       continue a word) and runs up to the next such piece. The caller drops fairseq's
+       final ``eos`` position (and any padding) before calling: arcs from or to eos
+       carry no word-level mass.
     2. **Collapsing** (:func:`collapse_marginals`, §7.1: "we obtain a new matrix by
        summing over [the marginals] that are the corresponding BPE segments"): the
        word-level score of head word ``H`` → modifier word ``M`` is the total marginal
@@ -51,45 +53,15 @@ import numpy as np
 from .conllu_io import read_conllu_trees
 from .dependency import validate_heads
 from .errors import SyntaxInputError
+from .subwords import pieces_per_word, spans_of_word_lengths, word_forms
 
-WORD_START = "\u2581"  # sentencepiece's word-boundary mark "▁"
-UNKNOWN_PIECE = "<unk>"  # fairseq's unknown-word symbol
 PUNCT_TAGS = ("PUNCT",)
 
 __all__ = [
-    "WORD_START", "word_spans", "spans_of_word_lengths", "join_pieces", "collapse_marginals",
-    "max_spanning_tree", "extract_tree", "left_branching", "right_branching", "AttachmentCounts",
-    "attachment_counts", "GoldTree", "read_gold_trees", "CorpusScores", "score_corpus",
-    "TABLE3_COLUMNS", "format_table3",
+    "collapse_marginals", "max_spanning_tree", "extract_tree", "left_branching",
+    "right_branching", "AttachmentCounts", "attachment_counts", "GoldTree", "read_gold_trees",
+    "CorpusScores", "score_corpus", "TABLE3_COLUMNS", "format_table3",
 ]
-
-
-# ---------------------------------------------------------------------------------------
-# subwords -> words
-# ---------------------------------------------------------------------------------------
-
-
-def word_spans(pieces: Sequence[str]) -> List[Tuple[int, int]]:
-    """``[start, end)`` piece ranges of the words: a word starts at each piece beginning
-    with ``▁`` (and at piece 0, whatever it is).
-
-    A piece the dictionary does not know reads ``<unk>`` and has lost its mark; it is
-    taken as a word of its own. That is a guess (the unknown piece may continue a word):
-    where the words are known, use :func:`spans_of_word_lengths` instead."""
-    starts = [i for i, piece in enumerate(pieces)
-              if i == 0 or piece.startswith(WORD_START) or piece == UNKNOWN_PIECE]
-    return [(s, e) for s, e in zip(starts, starts[1:] + [len(pieces)])]
-
-
-def spans_of_word_lengths(lengths: Sequence[int]) -> List[Tuple[int, int]]:
-    """``[start, end)`` piece ranges of consecutive words of ``lengths`` pieces each."""
-    ends = np.cumsum(lengths).tolist() if len(lengths) else []
-    return [(e - n, e) for n, e in zip(lengths, ends)]
-
-
-def join_pieces(pieces: Sequence[str], spans: Sequence[Tuple[int, int]]) -> List[str]:
-    """Word forms: each word's pieces concatenated, without the ``▁`` marks."""
-    return ["".join(pieces[s:e]).replace(WORD_START, "") for s, e in spans]
 
 
 def collapse_marginals(
@@ -101,7 +73,8 @@ def collapse_marginals(
         head_marginals: ``[n, n]`` (or larger; positions past the last span are ignored),
             ``head_marginals[i, j] = P(piece i is the head of piece j)``.
         root_marginals: ``[n]``, ``P(piece j is the root)``.
-        spans: the words' piece ranges (:func:`word_spans`).
+        spans: the words' piece ranges
+            (:func:`~fairseq_syntax.syntax.subwords.spans_of_word_lengths`).
 
     Returns:
         ``(W, R)``: ``W[H, M] = Σ_{i∈H, j∈M} P(i → j)`` with a zero diagonal, ``[k, k]``;
@@ -172,16 +145,17 @@ def extract_tree(
 
     ``pieces`` are the sentence's subword pieces *without* the final eos; the marginals
     may be larger than ``len(pieces)`` (eos and padding rows are ignored). ``spans``
-    groups the pieces into words (default: :func:`word_spans`).
+    groups the pieces into consecutive words (default: the sentencepiece marks, ``<unk>``
+    starting a word, :func:`~fairseq_syntax.syntax.subwords.pieces_per_word`).
     """
     if not pieces:
         return [], []
     if spans is None:
-        spans = word_spans(pieces)
+        spans = spans_of_word_lengths(pieces_per_word(pieces, unknown_starts_word=True))
     elif not spans or spans[-1][1] != len(pieces):
         raise ValueError(f"word spans {list(spans)} do not cover the {len(pieces)} pieces")
     arcs, roots = collapse_marginals(head_marginals, root_marginals, spans)
-    return join_pieces(pieces, spans), max_spanning_tree(arcs, roots)
+    return word_forms(pieces, [e - s for s, e in spans]), max_spanning_tree(arcs, roots)
 
 
 # ---------------------------------------------------------------------------------------

@@ -302,7 +302,7 @@ class SyntaxTranslationTask(TranslationTask):
         return hypos
 
     def _word_level_alignments(self, hypos, sources):
-        from fairseq_syntax.data.raw_input import collapse_alignment, group_pieces, word_index_of_pieces
+        from fairseq_syntax.syntax.subwords import pieces_per_word, word_index_of_pieces, word_links
 
         for source, beams in zip(sources, hypos):
             src_word_of = source.word_of_piece
@@ -314,8 +314,8 @@ class SyntaxTranslationTask(TranslationTask):
                     continue  # soft alignments: left at subword level
                 tokens = [t for t in hypo["tokens"].tolist() if t != self.target_dictionary.eos()]
                 pieces = [self.target_dictionary[t] for t in tokens]
-                tgt_word_of = word_index_of_pieces(group_pieces(pieces, subwords=True))
-                hypo["alignment"] = collapse_alignment(links, src_word_of, tgt_word_of)
+                tgt_word_of = word_index_of_pieces(pieces_per_word(pieces, "sentencepiece"))
+                hypo["alignment"] = word_links(links, src_word_of, tgt_word_of)
 
 
 def _unnormalized(args):

@@ -10,8 +10,8 @@ from fairseq.sequence_generator import SequenceGenerator
 from conftest import generate_args, run_cli, train_args
 from model_utils import build_model, random_batch
 
-from fairseq_syntax.data.length_prior import LengthPrior, load_length_counts
-from fairseq_syntax.modules.length_prior_generator import LengthPriorSequenceGenerator
+from fairseq_syntax.generation.length_prior import LengthPrior, load_length_counts
+from fairseq_syntax.generation.length_prior_generator import LengthPriorSequenceGenerator
 
 COUNTS = {4: {3: 2, 5: 6}, 2: {2: 1}}
 

@@ -87,7 +87,7 @@ def _training_sentences(task):
     data = getattr(cfg, "data", None) if cfg is not None else None
     if not data:
         return None
-    from fairseq_syntax.data.length_prior import load_length_counts
+    from fairseq_syntax.generation.length_prior import load_length_counts
 
     try:
         counts = load_length_counts(data.split(":")[0])

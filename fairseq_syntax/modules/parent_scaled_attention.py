@@ -32,7 +32,7 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor
 
-from fairseq_syntax.data.tree_tensors import EOS_WORD, WORD_PAD
+from fairseq_syntax.syntax.side_values import EOS_WORD, WORD_PAD
 from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
 
 

@@ -42,7 +42,7 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
-from fairseq_syntax.data.tree_tensors import EOS_DISTANCE, PAD_DISTANCE
+from fairseq_syntax.syntax.side_values import EOS_DISTANCE, PAD_DISTANCE
 from fairseq_syntax.modules.transformer_decoder import SyntaxTransformerDecoder
 
 

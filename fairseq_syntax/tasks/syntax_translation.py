@@ -170,10 +170,10 @@ class SyntaxTranslationTask(TranslationTask):
 
     def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
         """fairseq's generator, or with ``--length-prior`` the length-prior beam search
-        (:mod:`fairseq_syntax.modules.length_prior_generator`) on unnormalised scores."""
+        (:mod:`fairseq_syntax.generation.length_prior_generator`) on unnormalised scores."""
         if getattr(self.cfg, "length_prior", False) and seq_gen_cls is None and not getattr(args, "score_reference", False):
-            from fairseq_syntax.data.length_prior import LengthPrior
-            from fairseq_syntax.modules.length_prior_generator import length_prior_generator_class
+            from fairseq_syntax.generation.length_prior import LengthPrior
+            from fairseq_syntax.generation.length_prior_generator import length_prior_generator_class
 
             prior = LengthPrior.from_data_dir(self.cfg.data.split(os.pathsep)[0], self.cfg.length_prior_smoothing)
             seq_gen_cls, extra = length_prior_generator_class(args, prior, self.cfg.length_prior_weight)

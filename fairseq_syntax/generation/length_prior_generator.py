@@ -1,7 +1,7 @@
 """Beam search with a target-length prior (Eriguchi et al. 2016, eqs. 16-17).
 
 ``score(x, y) = Σ_j log p(y_j | y_<j, x) + w · log p(len(y) | len(x))`` (eq. 16, with the
-paper's ``w = 1``; eq. 17 is the prior, :mod:`fairseq_syntax.data.length_prior`). The
+paper's ``w = 1``; eq. 17 is the prior, :mod:`fairseq_syntax.generation.length_prior`). The
 prior is part of the beam search, not a re-ranking of what it finished: at step ``t`` the
 candidate that ends a hypothesis (eos after ``t`` tokens, ``len(y) = t``) gets
 ``w · log p(t | len(x))`` added to its score *before* fairseq's top-k over the candidates
@@ -26,7 +26,7 @@ from fairseq.search import BeamSearch
 from fairseq.sequence_generator import SequenceGenerator, SequenceGeneratorWithAlignment
 from torch import Tensor
 
-from fairseq_syntax.data.length_prior import LengthPrior
+from .length_prior import LengthPrior
 
 
 class LengthPriorBeamSearch(BeamSearch):

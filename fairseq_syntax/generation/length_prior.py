@@ -4,7 +4,7 @@
 ``length_counts``: ``{src_len: {tgt_len: count}}`` over the training pairs, lengths in
 subword tokens without eos (keys are strings). :class:`LengthPrior` turns them into a
 smoothed conditional distribution; the beam search of
-:mod:`fairseq_syntax.modules.length_prior_generator` adds its log to the score of each
+:mod:`fairseq_syntax.generation.length_prior_generator` adds its log to the score of each
 candidate that ends a hypothesis, before the beam's top-k (eq. 16).
 
 Smoothing (the paper does not say what it does for unseen pairs; its statistics came from

@@ -10,7 +10,7 @@ from conftest import generate_args, run_cli, train_args
 from model_utils import build_model, incremental_log_probs, random_batch
 
 from fairseq_syntax.modules.tree_lstm import (
-    BinaryTreeLSTM, TreeLSTMCell, node_heights, sequential_memory_cells,
+    BinaryTreeLSTM, TreeLSTMCell, sequential_memory_cells, tree_levels,
 )
 
 SMALL = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_embed_dim=8, decoder_hidden_size=10)
@@ -114,15 +114,17 @@ def test_forget_biases_start_at_one():
     assert torch.equal(cell.gates.bias, torch.tensor([0.0] * 3 + [1.0] * 6 + [0.0] * 6))
 
 
-def test_node_heights_and_malformed_trees():
+def test_tree_levels_and_malformed_trees():
     tree = batch_trees()
     num_leaves = torch.tensor([6, 5, 4, 6])
-    heights = node_heights(tree, num_leaves)
+    heights = torch.zeros(tree.shape[:2], dtype=torch.long)  # 0 for padding rows
+    for level, nodes in enumerate(tree_levels(tree, num_leaves, 6), start=1):
+        heights[nodes.batch, nodes.node] = level
     assert heights.tolist() == [[1, 1, 2, 1, 3], [1, 2, 3, 4, 0], [1, 2, 3, 0, 0], [0] * 5]
     bad = tree.clone()
     bad[0, 1] = torch.tensor([2, 9])  # node 7 cannot have node 9 as a child
     with pytest.raises(ValueError, match="earlier nodes"):
-        node_heights(bad, num_leaves)
+        tree_levels(bad, num_leaves, 6)
 
 
 def test_tree_lstm_gradients():

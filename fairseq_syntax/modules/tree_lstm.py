@@ -36,8 +36,6 @@ class TreeLSTMCell(nn.Module):
     paper (after Józefowicz et al. 2015).
     """
 
-    GATES = ("i", "f_l", "f_r", "o", "u")
-
     def __init__(self, dim: int, forget_bias: float = 1.0):
         super().__init__()
         self.dim = dim
@@ -117,15 +115,6 @@ def tree_levels(tree: Tensor, num_leaves: Tensor, leaf_slots: int) -> List[TreeL
         pending &= ~ready
         done[batch, leaf_slots + node] = True
     return levels
-
-
-def node_heights(tree: Tensor, num_leaves: Tensor) -> Tensor:
-    """Height of every internal node (``[B, M]``, 1 for a node over two leaves; 0 for padding)."""
-    heights = torch.zeros(tree.shape[:2], dtype=torch.long, device=tree.device)
-    leaf_slots = int(num_leaves.max()) if num_leaves.numel() else 0
-    for level, nodes in enumerate(tree_levels(tree, num_leaves, leaf_slots), start=1):
-        heights[nodes.batch, nodes.node] = level
-    return heights
 
 
 class BinaryTreeLSTM(nn.Module):

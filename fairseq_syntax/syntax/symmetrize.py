@@ -17,7 +17,7 @@ Links are ``(i, j)`` pairs, ``i`` the 0-based source word, ``j`` the 0-based tar
 word, in both directional inputs (the reverse direction already written source-first,
 as eflomal and fast_align write it). Pure Python, no torch.
 """
-from typing import Iterable, List, Sequence, Set, Tuple
+from typing import Iterable, List, Set, Tuple
 
 Link = Tuple[int, int]
 
@@ -91,21 +91,3 @@ def grow_diag_final_and(
             if not src_aligned[i] and not tgt_aligned[j]:
                 add(i, j)
     return sorted(alignment)
-
-
-def symmetrize_corpus(
-    forward: Sequence[Sequence[Link]],
-    reverse: Sequence[Sequence[Link]],
-    src_lengths: Sequence[int],
-    tgt_lengths: Sequence[int],
-) -> List[List[Link]]:
-    """:func:`grow_diag_final_and` for every sentence pair of a corpus."""
-    if not (len(forward) == len(reverse) == len(src_lengths) == len(tgt_lengths)):
-        raise ValueError(
-            f"{len(forward)} forward and {len(reverse)} reverse alignments for "
-            f"{len(src_lengths)} source and {len(tgt_lengths)} target sentences"
-        )
-    return [
-        grow_diag_final_and(f, r, n, m)
-        for f, r, n, m in zip(forward, reverse, src_lengths, tgt_lengths)
-    ]

@@ -41,6 +41,7 @@ syntax).
 import argparse
 import math
 import sys
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -49,7 +50,7 @@ import fairseq_syntax  # noqa: F401  (registers the task and models, allows safe
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, write_conllu
 from fairseq_syntax.syntax.subwords import spans_of_word_lengths
 from fairseq_syntax.syntax.tree_scores import (
-    extract_tree, format_table3, read_gold_trees, score_corpus,
+    CorpusScores, GoldTree, extract_tree, format_table3, read_gold_trees, score_corpus,
 )
 
 
@@ -219,6 +220,51 @@ def output_path(template: str, arch: str, several: bool) -> str:
     return template.replace("{arch}", arch)
 
 
+@dataclass
+class InducedTrees:
+    """The trees one checkpoint induces on a split, (words, 0-based heads) in the split's
+    order, and with gold trees their attachment scores and the branching baselines."""
+
+    arch: str
+    column: str  # the checkpoint's Table 3 column
+    trees: List[Tuple[List[str], List[int]]]
+    scores: Optional[CorpusScores] = None
+
+
+def induced(model, task, split: str, batch_size: int, use_cuda: bool,
+            output: Optional[str] = None, gold: Optional[List[GoldTree]] = None,
+            gold_path: Optional[str] = None,
+            word_lengths: Optional[List[Tuple[List[int], str]]] = None) -> InducedTrees:
+    """Induce the trees of ``split`` (:func:`induce_trees`), write them to ``output`` as
+    CoNLL-U and score them against ``gold`` (read from ``gold_path``)."""
+    trees = induce_trees(model, task, split, batch_size, use_cuda, word_lengths)
+    result = InducedTrees(model.arch_name, model.table3_column, trees)
+    if output:
+        write_conllu(output, [ParsedSentence(words, heads) for words, heads in trees])
+        print(f"wrote {len(trees)} induced trees of '{split}' to {output}")
+    if gold is not None:
+        differ = check_against_gold(trees, gold, split, gold_path)
+        if differ:
+            print(f"warning: {differ} sentences' collapsed word forms differ from the gold "
+                  "forms (same word counts; scored by position)", file=sys.stderr)
+        result.scores = score_corpus([heads for _, heads in trees], gold)
+    return result
+
+
+def score_checkpoint(data: str, path: str, split: str = "test", gold: Optional[str] = None,
+                     output: Optional[str] = None, batch_size: int = 32,
+                     cpu: bool = False) -> InducedTrees:
+    """What ``fairseq-syntax-induced-trees DATA --path PATH --gen-subset SPLIT --gold GOLD
+    --output OUTPUT`` computes for one checkpoint: its induced trees, written to
+    ``output``, scored against the gold CoNLL-U file ``gold``."""
+    use_cuda = torch.cuda.is_available() and not cpu
+    gold_trees = read_gold_trees(gold) if gold else None
+    word_lengths = gold_word_lengths(data, gold_trees, gold) if gold_trees is not None else None
+    model, task = load(path, data, split, use_cuda)
+    return induced(model, task, split, batch_size, use_cuda, output, gold_trees, gold,
+                   word_lengths)
+
+
 # ---------------------------------------------------------------------------------------
 # gate analysis
 # ---------------------------------------------------------------------------------------
@@ -350,21 +396,15 @@ def main(argv: Optional[Sequence[str]] = None):
     for path in args.path:
         model, task = load(path, args.data, args.gen_subset, use_cuda)
         label = label or f"{task.cfg.source_lang.upper()} ({task.cfg.target_lang.upper()})"
-        trees = induce_trees(model, task, args.gen_subset, args.batch_size, use_cuda,
-                             word_lengths)
-        column = model.table3_column
-        if args.output:
-            out = output_path(args.output, model.arch_name, len(args.path) > 1)
-            write_conllu(out, [ParsedSentence(words, heads) for words, heads in trees])
-            print(f"wrote {len(trees)} induced trees of '{args.gen_subset}' to {out}")
+        out = output_path(args.output, model.arch_name, len(args.path) > 1) \
+            if args.output else None
+        result = induced(model, task, args.gen_subset, args.batch_size, use_cuda, out, gold,
+                         args.gold, word_lengths)
+        column = result.column
         if gold is not None:
-            differ = check_against_gold(trees, gold, args.gen_subset, args.gold)
-            if differ:
-                print(f"warning: {differ} sentences' collapsed word forms differ from the gold "
-                      "forms (same word counts; scored by position)", file=sys.stderr)
             if column in columns:
                 raise SystemExit(f"error: two checkpoints fill the Table 3 column {column}")
-            scores = score_corpus([heads for _, heads in trees], gold)
+            scores = result.scores
             columns[column] = (scores.model.directed_accuracy, scores.model.undirected_accuracy)
             described.append(f"  {column:<12} {model.arch_name:<14} DA/UA "
                              f"{columns[column][0]:.1f}/{columns[column][1]:.1f}  {path}")

@@ -77,12 +77,19 @@ def measure(databin: str, specs: List[str], model_args: List[str], batches: int,
     return totals
 
 
-def markdown(totals: Dict[str, Dict[str, float]], steps: int) -> str:
+def per_step(totals: Dict[str, Dict[str, float]], steps: int) -> Dict[str, Dict[str, float]]:
+    """Seconds per step of every run and its ratios to the first run (the ``--json`` file)."""
     base = next(iter(totals.values()))
+    return {spec: {"cpu_per_step": t["cpu"] / steps, "wall_per_step": t["wall"] / steps,
+                   "cpu_ratio": t["cpu"] / base["cpu"], "wall_ratio": t["wall"] / base["wall"]}
+            for spec, t in totals.items()}
+
+
+def markdown(totals: Dict[str, Dict[str, float]], steps: int) -> str:
     lines = ["| run | CPU s / step | ratio | wall s / step | ratio |", "| --- | ---: | ---: | ---: | ---: |"]
-    for spec, t in totals.items():
-        lines.append(f"| {spec} | {t['cpu'] / steps:.3f} | {t['cpu'] / base['cpu']:.2f} | "
-                     f"{t['wall'] / steps:.3f} | {t['wall'] / base['wall']:.2f} |")
+    for spec, t in per_step(totals, steps).items():
+        lines.append(f"| {spec} | {t['cpu_per_step']:.3f} | {t['cpu_ratio']:.2f} | "
+                     f"{t['wall_per_step']:.3f} | {t['wall_ratio']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -115,11 +122,8 @@ def main(argv=None):
           f"{args.threads} thread(s), model args: {args.model_args}\n")
     print(markdown(totals, args.batches * args.rounds))
     if args.json:
-        steps, base = args.batches * args.rounds, totals[specs[0]]
         with open(args.json, "w") as f:
-            json.dump({spec: {"cpu_per_step": t["cpu"] / steps, "wall_per_step": t["wall"] / steps,
-                              "cpu_ratio": t["cpu"] / base["cpu"], "wall_ratio": t["wall"] / base["wall"]}
-                       for spec, t in totals.items()}, f, indent=1)
+            json.dump(per_step(totals, args.batches * args.rounds), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ import re
 import sys
 from collections import defaultdict
 
+from fairseq_syntax.syntax.detokenize import detokenize_file
+
 _ENTITY = re.compile(r"&(#\d+|#x[0-9a-fA-F]+|[a-zA-Z]+);")
 
 
@@ -105,24 +107,8 @@ def _is_word(token):
     return any(c.isalnum() for c in token)
 
 
-def detokenize_line(tokens, table, threshold=0.5):
-    out = ""
-    for i, token in enumerate(tokens):
-        if i > 0:
-            prev = table.get(tokens[i - 1], {})
-            here = table.get(token, {})
-            if not (here.get("left", 0.0) >= threshold or prev.get("right", 0.0) >= threshold):
-                out += " "
-        out += token
-    return out
-
-
 def detokenize(args):
-    with open(args.glue_table, encoding="utf-8") as f:
-        table = json.load(f)
-    with open(args.input, encoding="utf-8") as f, open(args.output, "w", encoding="utf-8") as out:
-        for line in f:
-            out.write(detokenize_line(line.split(), table) + "\n")
+    detokenize_file(args.glue_table, args.input, args.output)
 
 
 def main(argv=None):

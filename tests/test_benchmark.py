@@ -15,3 +15,22 @@ def test_table_ratios_are_to_the_backbone():
     assert cells["tree2seq"] == ["600", "0.60", "550", "1.10", "10.0", "0.50", "300", "0.75"]
     assert cells["broken"][0] == "fairseq-train failed, see x.log"
     assert cells["syntax (heads, distances, trees, alignments)"] == ["5.00", "2.50"]
+
+
+def test_speeds_are_fairseqs_own_figures(tmp_path):
+    """Training words/s: fairseq's train_wps of the last epoch in its JSON log (not the
+    inner 'wps' lines); decoding: fairseq-generate's summary line, thousands with commas."""
+    from fairseq_syntax.cli.benchmark import decode_speed, last_train_wps
+
+    log = tmp_path / "train.jsonl"
+    log.write_text('{"epoch": 1, "update": 0.5, "wps": "900"}\n'
+                   '{"epoch": 1, "train_loss": "6.4", "train_wps": "1234.5"}\n'
+                   'end of epoch 2 (average epoch stats below)\n'
+                   '{"epoch": 2, "update": 1.5, "wps": "800"}\n'
+                   '{"epoch": 2, "train_loss": "5.1", "train_wps": "1500.25"}\n')
+    assert last_train_wps(str(log)) == 1500.25
+    text = ("2026-01-01 | INFO | fairseq_cli.generate | NOTE: hypothesis and token scores\n"
+            "2026-01-01 | INFO | fairseq_cli.generate | Translated 1,014 sentences (21,617 "
+            "tokens) in 3.2s (316.88 sentences/s, 6755.31 tokens/s)\n")
+    assert decode_speed(text) == (316.88, 6755.31)
+    assert decode_speed("no summary") == (None, None)

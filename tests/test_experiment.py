@@ -131,6 +131,8 @@ def test_experiment_table_equals_scorers(experiment_run):
 
     raw = work / "raw"
     gold = read_gold_trees(str(raw / "test.en.conllu"))
+    assert [line.split()[1] for line in _lines(work / "prepare.log")
+            if line.startswith("$ ")] == ["fairseq-syntax-preprocess"]
     for key, cells in rows.items():
         (seeds, bleu_cell, agree_cell, long_cell, gen_bleu_cell, gen_agree_cell,
          gen_long_cell, aer_cell, tree_cell, ppl_cell, loss_cell, _) = cells
@@ -143,6 +145,9 @@ def test_experiment_table_equals_scorers(experiment_run):
         assert "--seed 1 " in record["commands"]["train"]
         assert '--user-dir "$(fairseq-syntax-user-dir)"' in record["commands"]["train"]
         scores = record["scores"]
+        # the project's own tools ran as Python functions, only fairseq's as commands
+        commands = {line.split()[1] for line in _lines(run / "log.txt") if line.startswith("$ ")}
+        assert commands == {"fairseq-train", "fairseq-generate"}
         for split, prefix, subset, cell_bleu, cell_agree, cell_long in (
                 ("test", "", "test", bleu_cell, agree_cell, long_cell),
                 ("gen", "gen_", "test1", gen_bleu_cell, gen_agree_cell, gen_long_cell)):
@@ -195,6 +200,10 @@ def test_experiment_table_equals_scorers(experiment_run):
             tree = score_corpus([t.heads for t in induced], gold)
             assert tree_cell == (f"{tree.model.directed_accuracy:.1f} / "
                                  f"{tree.model.undirected_accuracy:.1f}")
+            assert [scores["da"], scores["ua"], scores["baselines"]["right UA"]] == [
+                round(tree.model.directed_accuracy, 1), round(tree.model.undirected_accuracy, 1),
+                round(tree.right.undirected_accuracy, 1)]
+            assert "--gold " in record["commands"]["induced_trees"]
             assert (f"left-branching {tree.left.directed_accuracy:.1f} / "
                     f"{tree.left.undirected_accuracy:.1f}") in section
         else:
@@ -348,22 +357,24 @@ def test_synthetic_data_bin_is_remade_for_another_side_file_format(tmp_path, mon
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", str(tmp_path)])
     calls = []
 
+    def fake_corpus(raw, *sizes):
+        calls.append("generate_corpus")
+        os.makedirs(raw, exist_ok=True)
+        for name in ("test.vf", "test.align", "test.en.conllu"):
+            open(os.path.join(raw, name), "w").close()
+        return {"sizes": sizes}
+
     def fake_tool(cmd, log_path, env, stdout_path=None):
         calls.append(cmd[0])
-        if cmd[0] == "fairseq-syntax-synthetic":
-            raw = cmd[cmd.index("--out") + 1]
-            os.makedirs(raw, exist_ok=True)
-            for name in ("test.vf", "test.align", "test.en.conllu"):
-                open(os.path.join(raw, name), "w").close()
-        else:
-            databin = cmd[cmd.index("--destdir") + 1]
-            os.makedirs(databin, exist_ok=True)
-            open(os.path.join(databin, "syntax_manifest.json"), "w").write("{}")
+        databin = cmd[cmd.index("--destdir") + 1]
+        os.makedirs(databin, exist_ok=True)
+        open(os.path.join(databin, "syntax_manifest.json"), "w").write("{}")
         return ""
 
+    monkeypatch.setattr(experiment, "generate_corpus", fake_corpus)
     monkeypatch.setattr(experiment, "run_tool", fake_tool)
     experiment.prepare_synthetic(args)
-    assert calls == ["fairseq-syntax-synthetic", "fairseq-syntax-preprocess"]
+    assert calls == ["generate_corpus", "fairseq-syntax-preprocess"]
     stamp = json.loads((tmp_path / "corpus.json").read_text())
     assert stamp["side_files"] == FORMAT_VERSION
     calls.clear()
@@ -372,7 +383,7 @@ def test_synthetic_data_bin_is_remade_for_another_side_file_format(tmp_path, mon
     stamp["side_files"] = FORMAT_VERSION - 1  # a data-bin of the previous format
     (tmp_path / "corpus.json").write_text(json.dumps(stamp))
     experiment.prepare_synthetic(args)
-    assert calls == ["fairseq-syntax-synthetic", "fairseq-syntax-preprocess"]
+    assert calls == ["generate_corpus", "fairseq-syntax-preprocess"]
 
 
 def test_an_interrupted_run_resumes_from_its_checkpoint_only_with_the_same_command(

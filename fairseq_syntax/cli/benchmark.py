@@ -22,8 +22,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
+from fairseq_syntax.data.synthetic_corpus import generate_corpus
 from fairseq_syntax.user_dir import user_dir
 
 BACKBONE = "attentional_rnn"
@@ -88,9 +89,23 @@ def run_measured(cmd: List[str], log_path: str):
     return os.waitstatus_to_exitcode(status), usage.ru_maxrss / 1024.0, text
 
 
-def last_float(pattern: str, text: str) -> Optional[float]:
-    found = re.findall(pattern, text)
-    return float(found[-1]) if found else None
+def last_train_wps(log_file: str) -> Optional[float]:
+    """fairseq's ``train_wps`` of the last epoch, from fairseq-train's JSON ``--log-file``."""
+    from fairseq_syntax.cli.parity import epoch_stats
+
+    wps = [e["train_wps"] for _, e in sorted(epoch_stats(log_file).items()) if "train_wps" in e]
+    return wps[-1] if wps else None
+
+
+# fairseq-generate's own summary line, its only report of decoding speed
+_GENERATE_SPEED = re.compile(r"Translated [\d,]+ sentences \([\d,]+ tokens\) in [\d.]+s "
+                             r"\(([\d.]+) sentences/s, ([\d.]+) tokens/s\)")
+
+
+def decode_speed(text: str) -> Tuple[Optional[float], Optional[float]]:
+    """(sentences/s, tokens/s) of fairseq-generate's summary line in ``text``."""
+    found = _GENERATE_SPEED.findall(text)
+    return (float(found[-1][0]), float(found[-1][1])) if found else (None, None)
 
 
 def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
@@ -103,14 +118,17 @@ def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
     train = ["fairseq-train", databin, *task, "--arch", arch, *size_args(args, lstm),
              "--optimizer", "adam", "--lr", "0.002", "--max-tokens", str(args.max_tokens),
              "--max-update", str(args.updates), "--seed", "1", "--save-dir", save,
-             "--no-epoch-checkpoints", "--no-progress-bar", "--log-format", "simple",
+             "--no-epoch-checkpoints", "--no-progress-bar", "--log-format", "json",
+             "--log-file", save + ".train.jsonl",
              "--log-interval", str(max(1, args.updates // 4)), "--disable-validation",
              *(["--cpu"] if args.cpu else []), *extra]
-    code, rss, text = run_measured(train, save + ".train.log")
+    if os.path.exists(save + ".train.jsonl"):  # fairseq appends to its --log-file
+        os.remove(save + ".train.jsonl")
+    code, rss, _ = run_measured(train, save + ".train.log")
     if code != 0:
         row.error = f"fairseq-train failed, see {save}.train.log"
         return row
-    row.train_wps = last_float(r"\| train \|.*?\bwps ([\d.]+)", text)
+    row.train_wps = last_train_wps(save + ".train.jsonl")
     row.peak_rss_mb = rss
     generate = ["fairseq-generate", databin, *task, "--path", os.path.join(save, "checkpoint_last.pt"),
                 "--gen-subset", "test", "--beam", "5", "--batch-size", "32",
@@ -119,8 +137,7 @@ def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
     if code != 0:
         row.error = f"fairseq-generate failed, see {save}.generate.log"
         return row
-    row.decode_sps = last_float(r"Translated \d+ sentences .*?\(([\d.]+) sentences/s", text)
-    row.decode_tps = last_float(r"Translated \d+ sentences .*?sentences/s, ([\d.]+) tokens/s", text)
+    row.decode_sps, row.decode_tps = decode_speed(text)
     return row
 
 
@@ -164,8 +181,7 @@ def _task_cfg(databin: str, syntax: bool):
 def synthetic_databin(workdir: str) -> str:
     raw, databin = os.path.join(workdir, "raw"), os.path.join(workdir, "data-bin")
     if not os.path.exists(os.path.join(databin, "dict.en.txt")):
-        subprocess.run(["fairseq-syntax-synthetic", "--out", raw, "--train", "4000",
-                        "--valid", "100", "--test", "200"], check=True)
+        generate_corpus(raw, train=4000, valid=100, test=200)
         subprocess.run(["fairseq-syntax-preprocess", "-s", "en", "-t", "vf",
                         "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid",
                         "--testpref", f"{raw}/test", "--align-suffix", "align",

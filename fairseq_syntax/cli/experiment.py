@@ -58,6 +58,7 @@ import argparse
 import concurrent.futures
 import datetime
 import json
+import multiprocessing
 import os
 import platform
 import re
@@ -72,12 +73,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_syntax.data.side_files import FORMAT_VERSION
-from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION
+from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpus
 from fairseq_syntax.user_dir import user_dir
 
 BACKBONE = "attentional_rnn"
 TREE_INDUCING = ("sa_nmt", "fa_nmt")  # arch prefixes whose encoders induce trees
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
 RECORD_FORMAT = "fairseq-syntax-experiment run, version 1"
 RUN_STAMP = "run.json"  # in a run's folder: the training command its checkpoints belong to
@@ -230,6 +230,11 @@ def tool_env(threads: Optional[int]) -> Dict[str, str]:
     return env
 
 
+def tool_threads(args) -> Optional[int]:
+    """OMP/MKL threads of each tool process (None: torch's default)."""
+    return args.threads or (1 if args.jobs > 1 else None)
+
+
 def run_tool(cmd: Sequence[str], log_path: str, env, stdout_path: Optional[str] = None) -> str:
     """Run ``cmd``; stdout to ``stdout_path`` (or the log), stderr to the log. Returns stdout
     text; raises RuntimeError naming the log when it fails."""
@@ -249,6 +254,46 @@ def run_tool(cmd: Sequence[str], log_path: str, env, stdout_path: Optional[str] 
         raise RuntimeError(f"{os.path.basename(str(cmd[0]))} failed ({proc.returncode}), "
                            f"see {log_path}")
     return text
+
+
+def run_function(fn, kwargs: dict, log_path: str, threads: Optional[int] = None):
+    """``fn(**kwargs)`` in a fresh Python process, as a tool's own process ran it: its own
+    CPU clock (step times), torch threads (``threads``; None: torch's default) and memory,
+    its output appended to ``log_path``. Returns what ``fn`` returns; an error exit raises
+    RuntimeError naming the log."""
+    with open(log_path, "a") as log:
+        log.write(f"> {fn.__module__}.{fn.__qualname__}("
+                  + ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) + ")\n")
+    spawn = multiprocessing.get_context("spawn")  # no fork of a process with threads
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        return pool.submit(_logged_call, fn, kwargs, log_path, threads).result()
+
+
+def _logged_call(fn, kwargs: dict, log_path: str, threads: Optional[int]):
+    """The child of :func:`run_function`."""
+    import traceback
+    import warnings
+
+    import torch
+
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    warnings.simplefilter("ignore")
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return fn(**kwargs)
+    except SystemExit as err:  # the tools' error exit
+        raise RuntimeError(f"{fn.__module__}.{fn.__qualname__} failed ({err}), "
+                           f"see {log_path}") from None
+    except BaseException:
+        traceback.print_exc()
+        raise
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
 
 
 def shown(cmd: Sequence[str]) -> str:
@@ -423,10 +468,10 @@ def prepare_synthetic(args) -> Corpus:
         if old != stamp or not os.path.exists(os.path.join(databin, "syntax_manifest.json")):
             if not args.raw:
                 shutil.rmtree(raw, ignore_errors=True)  # WORKDIR/raw: no stale gen files
-                run_tool(["fairseq-syntax-synthetic", "--out", raw, "--seed",
-                          str(args.corpus_seed), "--train", str(args.train_size),
-                          "--valid", str(args.valid_size), "--test", str(args.test_size),
-                          "--gen", str(args.gen_size)], log, env)
+                summary = generate_corpus(raw, args.corpus_seed, args.train_size,
+                                          args.valid_size, args.test_size, args.gen_size)
+                with open(log, "a") as f:
+                    f.write(f"> generate_corpus: {summary['sizes']} pairs to {raw}\n")
             tests = f"{raw}/test" + (f",{raw}/gen" if os.path.exists(f"{raw}/gen.vf") else "")
             run_tool(["fairseq-syntax-preprocess", "--source-lang", "en", "--target-lang", "vf",
                       "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid",
@@ -547,20 +592,21 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
 
 
 def score_split(row: Row, prefix: str, corpus: Corpus, split: Split, gen_out: str,
-                out_prefix: str, log: str, env) -> None:
+                out_prefix: str) -> None:
     """BLEU, chrF, RIBES (and agreement) of the ``H-`` lines of ``gen_out`` into the
     ``prefix`` fields of ``row``."""
     from sacrebleu.metrics import BLEU, CHRF
+
+    from fairseq_syntax.syntax.detokenize import detokenize_line, read_glue_table
 
     hyps_tok = hypotheses_of(gen_out)
     hyp_tok = out_prefix + ".hyp.tok"
     write_lines(hyp_tok, hyps_tok)
     hyps = hyps_tok
     if corpus.glue_table:  # Multi30k: German spaCy tokens -> text, like train.sh
-        hyp = out_prefix + ".hyp"
-        run_tool([sys.executable, os.path.join(REPO, "examples", "multi30k", "spacy_text.py"),
-                  "detokenize", "--glue-table", corpus.glue_table, hyp_tok, hyp], log, env)
-        hyps = read_lines(hyp)
+        table = read_glue_table(corpus.glue_table)
+        hyps = [detokenize_line(h.split(), table) for h in hyps_tok]
+        write_lines(out_prefix + ".hyp", hyps)
     refs = read_lines(split.ref_detok)
     if corpus.name == "synthetic":  # BLEU of the text as written, like Multi30k's
         from fairseq_syntax.data.synthetic_corpus import detokenize
@@ -606,8 +652,7 @@ def decode_and_score(row: Row, corpus: Corpus, ckpt: str, args, save: str, name:
         cmd = generate_command(corpus, ckpt, args, split.subset, extra)
         commands[f"generate_{split_name}"] = shown(cmd)
         run_tool(cmd, log, env, stdout_path=out)
-        score_split(row, prefix, corpus, split, out, os.path.join(save, f"{split_name}{name}"),
-                    log, env)
+        score_split(row, prefix, corpus, split, out, os.path.join(save, f"{split_name}{name}"))
 
 
 def run_method(method: Method, seed: int, corpus: Corpus, args, env
@@ -661,13 +706,9 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
             row.aer, row.precision, row.recall = (100.0 * scores[k] for k in
                                                   ("aer", "precision", "recall"))
         if method.arch.startswith(TREE_INDUCING):
-            cmd = ["fairseq-syntax-induced-trees", corpus.databin, "--path", ckpt,
-                   "--gen-subset", "test", "--gold", corpus.splits["test"].source_trees,
-                   "--output", os.path.join(save, "induced.test.conllu"), *device_args(args)]
-            commands["induced_trees"] = shown(cmd)
-            parse_induced(row, run_tool(cmd, log, env))
+            induced_scores(row, corpus, ckpt, args, save, log, commands)
         if args.step_time_batches:
-            row.step_time_ratio = step_time_ratio(method, corpus, args, save, log, env, commands)
+            row.step_time_ratio = step_time_ratio(method, corpus, args, save, log, commands)
         results[0] = (row, commands, time.time() - start)
         for key, extra in method.variants:
             t0 = time.time()
@@ -686,10 +727,13 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
     return results
 
 
-def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str, env,
+def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str,
                     commands: dict) -> float:
     """CPU time of a training step of ``method`` over the backbone's, on the same batches
-    (``fairseq-syntax-step-time``, one thread)."""
+    (:func:`~fairseq_syntax.cli.step_time.measure` in its own process, one thread; the
+    seconds per step also to ``step_time.json``)."""
+    from fairseq_syntax.cli.step_time import measure, per_step
+
     spec = method.arch + ("" if method.criterion == "label_smoothed_cross_entropy"
                           else "+" + method.criterion)
     if spec == BACKBONE:
@@ -698,20 +742,36 @@ def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str, e
     cmd = ["fairseq-syntax-step-time", corpus.databin, "--runs", f"{BACKBONE},{spec}",
            "--model-args", shlex.join(size_args(args)), "--batches", str(args.step_time_batches),
            "--rounds", "1", "--max-tokens", str(args.max_tokens), "--json", out]
-    commands["step_time"] = shown(cmd)
-    run_tool(cmd, log, env)
-    with open(out) as f:
-        return json.load(f)[spec]["cpu_ratio"]
+    commands["step_time"] = shown(cmd)  # the same measurement as a command line
+    totals = run_function(measure, dict(
+        databin=corpus.databin, specs=[BACKBONE, spec], model_args=size_args(args),
+        batches=args.step_time_batches, rounds=1, max_tokens=args.max_tokens), log, threads=1)
+    seconds = per_step(totals, args.step_time_batches)
+    with open(out, "w") as f:
+        json.dump(seconds, f, indent=1)
+    return seconds[spec]["cpu_ratio"]
 
 
-def parse_induced(row: Row, text: str) -> None:
-    """DA/UA and the branching baselines from ``fairseq-syntax-induced-trees`` output."""
-    m = re.search(r"DA/UA ([\d.]+)/([\d.]+)\s", text)
-    row.da, row.ua = float(m.group(1)), float(m.group(2))
-    b = re.search(r"left-branching DA/UA ([\d.]+)/([\d.]+), right-branching DA/UA "
-                  r"([\d.]+)/([\d.]+)", text)
-    row.baselines = {"left DA": float(b.group(1)), "left UA": float(b.group(2)),
-                     "right DA": float(b.group(3)), "right UA": float(b.group(4))}
+def induced_scores(row: Row, corpus: Corpus, ckpt: str, args, save: str, log: str,
+                   commands: dict) -> None:
+    """DA/UA of the trees the checkpoint induces on the test source and the branching
+    baselines (:func:`~fairseq_syntax.cli.induced_trees.score_checkpoint` in its own
+    process), to one decimal as earlier records hold them."""
+    from fairseq_syntax.cli.induced_trees import score_checkpoint
+
+    gold, output = corpus.splits["test"].source_trees, os.path.join(save, "induced.test.conllu")
+    cmd = ["fairseq-syntax-induced-trees", corpus.databin, "--path", ckpt,
+           "--gen-subset", "test", "--gold", gold, "--output", output, *device_args(args)]
+    commands["induced_trees"] = shown(cmd)  # the same scores as a command line
+    scores = run_function(score_checkpoint, dict(
+        data=corpus.databin, path=ckpt, split="test", gold=gold, output=output,
+        cpu=not args.gpu), log, threads=tool_threads(args)).scores
+    row.da, row.ua = (round(scores.model.directed_accuracy, 1),
+                      round(scores.model.undirected_accuracy, 1))
+    row.baselines = {name: round(value, 1) for name, value in (
+        ("left DA", scores.left.directed_accuracy), ("left UA", scores.left.undirected_accuracy),
+        ("right DA", scores.right.directed_accuracy),
+        ("right UA", scores.right.undirected_accuracy))}
 
 
 # ---------------------------------------------------------------------------------------
@@ -1235,7 +1295,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     os.makedirs(args.workdir, exist_ok=True)
     corpus = prepare_synthetic(args) if args.corpus == "synthetic" else prepare_multi30k(args)
     description = corpus_description(args)  # --raw: the files prepare_synthetic checked
-    threads = args.threads or (1 if args.jobs > 1 else None)
+    threads = tool_threads(args)
     env = tool_env(threads)
     host = host_facts(args, threads)
 

@@ -134,8 +134,7 @@ def parity(args) -> dict:
         for split, s in splits.items():
             prefix = "" if split == "test" else split + "_"
             score_split(row, prefix, corpus, s, outs[f"{name}.{split}"],
-                        os.path.join(args.workdir, f"{name}.{split}"),
-                        os.path.join(args.workdir, f"{name}.log"), env)
+                        os.path.join(args.workdir, f"{name}.{split}"))
         epochs = epoch_stats(os.path.join(save, "train.log.jsonl"))
         wps = [e["train_wps"] for e in epochs.values() if "train_wps" in e]
         summary["models"][name] = {

@@ -1047,8 +1047,8 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         ]
     else:
         lines += [
-            decode + "`--gen-subset test`; detokenised with `examples/multi30k/spacy_text.py` "
-            "for sacreBLEU BLEU and chrF against the raw references; RIBES on spaCy tokens.",
+            decode + "`--gen-subset test`; detokenised with `fairseq_syntax.syntax.detokenize` "
+            "(the glue table of `examples/multi30k/prepare.sh`) for sacreBLEU BLEU and chrF against the raw references; RIBES on spaCy tokens.",
         ]
     sigs = [(r["scores"].get("bleu_signature"), r["scores"].get("chrf_signature")) for r in runs]
     bleu_sig = next((b for b, _ in sigs if b), "")
@@ -1066,7 +1066,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
            "above the floor no model can go below (`smoothed_loss_floor`: the entropy of the "
            "smoothed target). A run within 2 % of the floor is within 2 % of any longer "
            "run, so it has converged in issue 14's sense." if synthetic else ""),
-        *convergence_lines(by_key.get(BACKBONE, [])),
+        *(convergence_lines(by_key.get(BACKBONE, [])) if synthetic else []),
         "",
     ]
     columns = COLUMNS[corpus_name]

@@ -25,7 +25,8 @@ variants).
 ``--syntax-gaussian`` picks the reading of eq. 10's Gaussian for the syntax-directed
 variants: on the alignment *scores*, as eq. 10 is written, or on the normalised *weights*
 (renormalised within the neighbourhood), as the paper's text and Luong's local-p have it.
-The default is ``DEFAULT_GAUSSIAN_READING`` in :mod:`fairseq_syntax.modules.local_attention`.
+The default, ``scores``, was chosen by measurement (``DEFAULT_GAUSSIAN_READING`` in
+:mod:`fairseq_syntax.modules.local_attention` gives the figures).
 Local-p is not affected: its Gaussian always multiplies the window softmax (Chen eq. 6).
 """
 from dataclasses import dataclass, field

@@ -87,8 +87,9 @@ USER_DIR_SHELL = '"$(fairseq-syntax-user-dir)"'  # how a reader's shell finds th
 # Per-corpus defaults of the sizes and the budget (CPU-friendly for synthetic; Multi30k as
 # issue 14's anchor: 256-d embeddings, BiLSTM 2 x 256, decoder 512, 12 epochs).
 DEFAULTS = {
-    # the quickstart's sizes; 2400 updates: on the grammar-2 corpus 800 were not enough
-    # (seed 2: valid loss 1.41 at 800, 1.13 at 2130; README, Results)
+    # the quickstart's sizes; 2400 updates: the backbone's lowest valid loss is then within
+    # about 2 % of smoothed_loss_floor, below which no longer run can go (800 were not
+    # enough: seed 2 had 1.41 at 800, 1.13 at 2130; docs/RESULTS.md, Budgets)
     "synthetic": dict(updates=2400, epochs=None, max_tokens=3000, embed_dim=96,
                       encoder_hidden=128, decoder_hidden=256, dropout=0.1, lr=0.003,
                       clip_norm=1.0, label_smoothing=0.1, step_time_batches=0),

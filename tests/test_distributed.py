@@ -6,11 +6,15 @@ ranks with one batch each per update see the same sentences as one process with
 up to float summation order (atol 1e-5): side tensors travel with their sentences and
 gradients are averaged over the ranks.
 """
+import functools
+import os
 import socket
 
+import pytest
 import torch
 
 from conftest import run_cli, train_args
+from test_transformer_backbone import transformer_train_args
 
 COMMON = [
     "--batch-size", "6", "--required-batch-size-multiple", "1", "--max-tokens", "100000",
@@ -30,35 +34,71 @@ def final_params(save_dir):
     return state["model"]
 
 
-def test_two_ranks_equal_one_process_with_double_batch(synthetic_databin, tmp_path):
+def rnn_args(databin, save_dir, extra):
+    return train_args(databin, save_dir, "attentional_rnn", updates=3,
+                      extra=COMMON + ["--load-distances", *extra])
+
+
+def transformer_args(arch, *options):
+    """``fairseq-train`` of a tiny Transformer-family ``arch`` (dropout off) with ``options``."""
+    def args(databin, save_dir, extra):
+        line = transformer_train_args(databin, save_dir, updates=3, extra=[*options, *COMMON, *extra])
+        line[line.index("syntax_transformer_tiny")] = arch
+        return line
+    return args
+
+
+def train_on_two_ranks(command, save_dir):
     import subprocess
 
-    arch = "attentional_rnn"
-    single = tmp_path / "single"
-    run_cli(train_args(synthetic_databin, single, arch, updates=3,
-                       extra=COMMON + ["--update-freq", "2", "--load-distances"]))
-
-    multi = tmp_path / "multi"
     port = free_port()
     ranks = []
     for rank in range(2):
-        args = train_args(synthetic_databin, multi, arch, updates=3, extra=COMMON + [
-            "--load-distances", "--distributed-world-size", "2", "--distributed-rank", str(rank),
+        args = command(save_dir, [
+            "--distributed-world-size", "2", "--distributed-rank", str(rank),
             "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-no-spawn",
             "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp",
         ])
-        ranks.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        ranks.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      env=dict(os.environ, OMP_NUM_THREADS="1")))
     outputs = [p.communicate(timeout=300)[0] for p in ranks]
     for p, out in zip(ranks, outputs):
         assert p.returncode == 0, out[-4000:]
 
-    a, b = final_params(single), final_params(multi)
+
+def assert_same_parameters(a, b):
     assert a.keys() == b.keys()
     for name in a:
         assert torch.allclose(a[name], b[name], atol=1e-5), name
+
+
+def test_two_ranks_equal_one_process_with_double_batch(synthetic_databin, tmp_path):
+    command = functools.partial(rnn_args, synthetic_databin)
+    run_cli(command(tmp_path / "single", ["--update-freq", "2"]))
+    train_on_two_ranks(command, tmp_path / "multi")
+    a = final_params(tmp_path / "single")
+    assert_same_parameters(a, final_params(tmp_path / "multi"))
     # the comparison can fail: one process with half the batch per update ends elsewhere
-    half = tmp_path / "half"
-    run_cli(train_args(synthetic_databin, half, arch, updates=3,
-                       extra=COMMON + ["--update-freq", "1", "--load-distances"]))
-    c = final_params(half)
+    run_cli(command(tmp_path / "half", ["--update-freq", "1"]))
+    c = final_params(tmp_path / "half")
     assert not all(torch.allclose(a[n], c[n], atol=1e-5) for n in a)
+
+
+TRANSFORMERS = {
+    "syntax_transformer_tiny": transformer_args("syntax_transformer_tiny"),
+    "pascal_transformer_tiny": transformer_args("pascal_transformer_tiny"),
+    "sdatt_double_transformer_tiny": transformer_args("sdatt_double_transformer_tiny"),
+    "supervised cross-attention": transformer_args(
+        "syntax_transformer_tiny", "--criterion", "supervised_attention_cross_entropy",
+        "--alignment-layer", "0", "--alignment-heads", "1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMERS))
+def test_transformer_family_two_ranks_equal_one_process(synthetic_databin, tmp_path, name):
+    """Issue 17 item 3: every Transformer architecture (and the supervised criterion)
+    trains on two ranks as one process with ``--update-freq 2``."""
+    command = functools.partial(TRANSFORMERS[name], synthetic_databin)
+    run_cli(command(tmp_path / "single", ["--update-freq", "2"]))
+    train_on_two_ranks(command, tmp_path / "multi")
+    assert_same_parameters(final_params(tmp_path / "single"), final_params(tmp_path / "multi"))

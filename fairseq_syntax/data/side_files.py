@@ -21,11 +21,14 @@ Next to fairseq's ``{split}.{src}-{tgt}.{lang}.bin/.idx`` the data-bin holds
 import json
 import os
 import shlex
+import struct
 from typing import Iterable, Optional
 
 import numpy as np
 import torch
 from fairseq.data import indexed_dataset
+
+from fairseq_syntax.syntax.errors import SyntaxInputError
 
 HEADS = "heads"
 WORDS = "words"
@@ -59,11 +62,153 @@ def write_side_file(prefix: str, rows: Iterable[np.ndarray]) -> int:
     return count
 
 
-def read_side_file(prefix: str) -> Optional[indexed_dataset.MMapIndexedDataset]:
-    """Open a side-file, or return None when it does not exist."""
+def read_side_file(prefix: str, split: str = "") -> Optional[indexed_dataset.MMapIndexedDataset]:
+    """Open a side-file, or return None when it does not exist. A damaged file (index or
+    data cut short, offsets that do not follow the sizes) or a value out of range
+    (:func:`check_side_values`) is a :class:`SyntaxInputError` naming the file, the
+    ``split`` and the sentence."""
     if not indexed_dataset.MMapIndexedDataset.exists(prefix):
         return None
+    where = f"split '{split}', " if split else ""
+    sizes = _checked_index(indexed_dataset.index_file_path(prefix), where)
+    data_path = indexed_dataset.data_file_path(prefix)
+    _check_data_size(data_path, sizes, where)
+    kind = prefix.rsplit(".", 1)[-1]
+    if kind in SIDE_VALUE_RULES and sizes.sum() > 0:
+        values = np.memmap(data_path, dtype=np.int32, mode="r")
+        check_side_values(kind, values, sizes, data_path, where)
+        del values
     return indexed_dataset.MMapIndexedDataset(prefix)
+
+
+_REBUILD = f"rebuild the data-bin with {PREPROCESS} (its {MANIFEST} records the command)"
+_INDEX_MAGIC = b"MMIDIDX\x00\x00"
+_INDEX_HEADER = 26  # magic 9 bytes, version <Q, dtype code <B, sentence count <Q
+_INT32_CODE = 4  # fairseq's indexed_dataset dtype code of np.int32
+
+
+def _checked_index(path: str, where: str) -> np.ndarray:
+    """The sentence sizes of the mmap index at ``path`` (fairseq's format: header, int32
+    sizes, int64 byte offsets), after checking that the header is fairseq's, the values
+    are int32, the file holds a size and an offset for every sentence it counts, and the
+    offsets follow from the sizes."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < _INDEX_HEADER:
+        raise SyntaxInputError(f"{where}the index is cut short: {len(raw)} bytes, its header "
+                               f"alone takes {_INDEX_HEADER}; {_REBUILD}", path)
+    magic, version, code, count = raw[:9], *struct.unpack("<QBQ", raw[9:_INDEX_HEADER])
+    if magic != _INDEX_MAGIC or version != 1:
+        raise SyntaxInputError(f"{where}not a fairseq mmap index (header {raw[:17]!r}); "
+                               f"{_REBUILD}", path)
+    if code != _INT32_CODE:
+        raise SyntaxInputError(f"{where}the values are of dtype code {code}, side-files hold "
+                               f"int32 (code {_INT32_CODE}); {_REBUILD}", path)
+    body = len(raw) - _INDEX_HEADER
+    if body != 12 * count:
+        if body < 4 * count:
+            missing, what = body // 4, "size"
+        else:
+            missing, what = min((body - 4 * count) // 8, count), "byte offset"
+        what = (f"the {what}s of sentence {missing} on are missing" if missing < count
+                else f"{body - 12 * count} bytes follow the last offset")
+        raise SyntaxInputError(
+            f"{where}the index counts {count} sentences, which take {_INDEX_HEADER + 12 * count} "
+            f"bytes, but it has {len(raw)}: {what}; {_REBUILD}", path)
+    sizes = np.frombuffer(raw, dtype=np.int32, count=count, offset=_INDEX_HEADER)
+    offsets = np.frombuffer(raw, dtype=np.int64, count=count, offset=_INDEX_HEADER + 4 * count)
+    expected = 4 * (np.cumsum(sizes, dtype=np.int64) - sizes)
+    bad = (sizes < 0) | (offsets != expected)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise SyntaxInputError(
+            f"{where}sentence {i}: the index gives {sizes[i]} values at byte {offsets[i]}, but "
+            f"the sizes before it put it at byte {expected[i]}; {_REBUILD}", path)
+    return sizes.astype(np.int64)
+
+
+def _check_data_size(path: str, sizes: np.ndarray, where: str) -> None:
+    """The data file holds exactly the int32 values its index counts."""
+    have = os.path.getsize(path)
+    ends = 4 * np.cumsum(sizes)
+    want = int(ends[-1]) if len(ends) else 0
+    if have < want:
+        i = int(np.searchsorted(ends, have, side="right"))
+        raise SyntaxInputError(
+            f"{where}the data is cut short: {have} bytes, its index needs {want}; sentence {i} "
+            f"on ({len(sizes) - i} of {len(sizes)}) is missing; {_REBUILD}", path)
+    if have > want:
+        raise SyntaxInputError(
+            f"{where}{have - want} bytes follow the last of the {len(sizes)} sentences its index "
+            f"counts (data and index of different runs?); {_REBUILD}", path)
+
+
+def _at_most(values: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """``0 <= values <= limit`` elementwise (int32; ``limit >= 0`` where it matters), as
+    one unsigned comparison: a negative value wraps to above any limit."""
+    return values.view(np.uint32) <= limit.astype(np.int32, copy=False).view(np.uint32)
+
+
+def _bad_heads(values: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Heads: ``-1`` (root) or a position of the sentence's ``n + 1`` tokens (with eos)."""
+    return ~_at_most(values + np.int32(1), np.repeat(sizes, sizes))
+
+
+def _bad_words(values: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Words: the word of each of the ``n`` pieces (``0 .. n - 1``), then ``-1`` for eos."""
+    bad = ~_at_most(values, np.repeat(sizes - 2, sizes))
+    eos = np.cumsum(sizes)[sizes > 0] - 1
+    bad[eos] = values[eos] != -1
+    return bad
+
+
+def _bad_tree(values: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Tree: ``2 (n - 1)`` children of the internal nodes over ``n`` leaves; node ``k`` is
+    ``n + k``, so its children are at most ``n + k - 1`` (children before parents)."""
+    starts = np.cumsum(sizes, dtype=np.int32) - sizes
+    if (sizes % 2).any():  # not a tree side-file's sizes (the size check names them)
+        position = np.arange(len(values), dtype=np.int32) - np.repeat(starts, sizes)
+        return ~_at_most(values, np.repeat(sizes // 2, sizes) + position // 2)
+    # even rows start at even offsets: position // 2 = offset // 2 - start // 2
+    half_offset = np.arange(len(values), dtype=np.int32) >> 1
+    return ~_at_most(values, np.repeat(sizes // 2 - starts // 2, sizes) + half_offset)
+
+
+SIDE_VALUE_RULES = {
+    HEADS: (_bad_heads, "a head is -1 (root) or a position 0 .. n of the n + 1 tokens (with eos)"),
+    WORDS: (_bad_words, "a piece's word is 0 .. n - 1 for n pieces, eos's is -1"),
+    TREE: (_bad_tree, "internal node k of a tree over n leaves has children 0 .. n + k - 1"),
+}
+
+
+def check_side_values(kind: str, values: np.ndarray, sizes: np.ndarray, path: str,
+                      where: str = "", block: int = 1 << 22) -> None:
+    """Range-check the flat int32 ``values`` of a side-file of ``kind`` with rows of
+    ``sizes`` (:data:`SIDE_VALUE_RULES`): vectorised over blocks of about ``block`` values
+    (whole sentences), so memory stays bounded on large corpora. The error names the
+    first bad sentence, its position and value, and counts the sentences with bad values."""
+    is_bad, rule = SIDE_VALUE_RULES[kind]
+    sizes = np.asarray(sizes, dtype=np.int32)
+    ends = np.cumsum(sizes, dtype=np.int64)
+    starts = ends - sizes
+    first_bad, bad_sentences, first = None, 0, 0
+    while first < len(sizes):
+        last = max(first + 1, int(np.searchsorted(ends, starts[first] + block, side="right")))
+        chunk = np.ascontiguousarray(values[starts[first]:ends[last - 1]], dtype=np.int32)
+        mask = is_bad(chunk, sizes[first:last])
+        if mask.any():
+            bad = np.flatnonzero(mask)
+            rows = first + np.searchsorted(ends[first:last] - starts[first], bad, side="right")
+            bad_sentences += int(np.unique(rows).size)
+            if first_bad is None:
+                i = int(rows[0])
+                first_bad = (i, int(chunk[bad[0]]), int(starts[first] + bad[0] - starts[i]))
+        first = last
+    if first_bad is not None:
+        i, value, position = first_bad
+        raise SyntaxInputError(
+            f"{where}sentence {i}: value {value} at position {position} of {int(sizes[i])} is "
+            f"out of range ({rule}); sentences with bad values: {bad_sentences}; {_REBUILD}", path)
 
 
 def read_manifest(data_dir: str) -> dict:

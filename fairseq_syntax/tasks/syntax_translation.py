@@ -154,7 +154,7 @@ class SyntaxTranslationTask(TranslationTask):
             if name not in wanted and not (name == "words" and "distances" in wanted):
                 continue
             prefix = side_file_prefix(data_path, split, src, tgt, kind)
-            side[name] = read_side_file(prefix)
+            side[name] = read_side_file(prefix, split)
             if side[name] is None:
                 raise FileNotFoundError(
                     f"split '{split}': the {kind} side-file {prefix}.bin/.idx is missing; "

@@ -1,0 +1,169 @@
+"""Hostile input (issue 16 item 7): damaged side-files, out-of-range values, a --destdir
+that holds the inputs or the working folder, a run stopped by a signal, and the
+left-padding advice. Each error is one line naming the file (split, sentence) and what
+to do; nothing is left half-written."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import USER_DIR
+
+PROG = "fairseq-syntax-preprocess"
+HEADER = 26  # bytes of fairseq's mmap index header: magic 9, version 8, dtype 1, count 8
+
+
+# ------------------------------------------------------------------ side-files at load
+
+
+def _setup_task(databin, extra=("--load-distances", "--load-tree")):
+    from fairseq import options, tasks
+
+    parser = options.get_interactive_generation_parser()
+    args = options.parse_args_and_arch(parser, [
+        str(databin), "--user-dir", USER_DIR, "--task", "syntax_translation", "--cpu", *extra])
+    return tasks.setup_task(args)
+
+
+def _load_and_collate(databin, split="valid"):
+    """What fairseq-train does with a split: load it, then collate its sentences."""
+    task = _setup_task(databin)
+    task.load_dataset(split)
+    dataset = task.datasets[split]
+    dataset.collater([dataset[i] for i in range(len(dataset))])
+
+
+@pytest.fixture
+def databin(synthetic_databin, tmp_path):
+    """A copy of the synthetic data-bin to damage."""
+    dest = tmp_path / "data-bin"
+    shutil.copytree(synthetic_databin, dest)
+    return dest
+
+
+def _index(path):
+    """Sizes and byte offsets of an mmap index, read by its definition (int32 sizes, then
+    int64 offsets, after the header)."""
+    raw = path.read_bytes()
+    count = int(np.frombuffer(raw[HEADER - 8:HEADER], dtype=np.uint64)[0])
+    sizes = np.frombuffer(raw[HEADER:HEADER + 4 * count], dtype=np.int32)
+    offsets = np.frombuffer(raw[HEADER + 4 * count:HEADER + 12 * count], dtype=np.int64)
+    return sizes, offsets
+
+
+def _one_line(err):
+    message = str(err.value)
+    assert "\n" not in message, message
+    return message
+
+
+@pytest.mark.parametrize("kind", ["heads", "tree", "words"])
+def test_truncated_side_bin_names_split_file_and_sentence(databin, kind):
+    stem = f"valid.en-vf.en.{kind}"
+    sizes, offsets = _index(databin / f"{stem}.idx")
+    cut = 7  # cut the data file inside sentence 7: it and all after it are missing
+    assert sizes[cut] >= 2
+    with open(databin / f"{stem}.bin", "r+b") as f:
+        f.truncate(int(offsets[cut]) + 4)
+    with pytest.raises(ValueError) as err:
+        _load_and_collate(databin)
+    message = _one_line(err)
+    assert f"{stem}.bin" in message
+    assert "split 'valid'" in message
+    assert re.search(rf"\bsentence {cut}\b", message), message
+    assert "fairseq-syntax-preprocess" in message  # what to do: rebuild
+
+
+@pytest.mark.parametrize("kind", ["heads", "tree"])
+@pytest.mark.parametrize("where", ["sizes", "offsets"])
+def test_truncated_side_idx_names_split_file_and_sentence(databin, kind, where):
+    stem = f"valid.en-vf.en.{kind}"
+    sizes, _ = _index(databin / f"{stem}.idx")
+    count = len(sizes)
+    first_missing = 11
+    keep = HEADER + 4 * first_missing + 2 if where == "sizes" else (
+        HEADER + 4 * count + 8 * first_missing + 3)
+    with open(databin / f"{stem}.idx", "r+b") as f:
+        f.truncate(keep)
+    with pytest.raises(ValueError) as err:
+        _load_and_collate(databin)
+    message = _one_line(err)
+    assert f"{stem}.idx" in message
+    assert "split 'valid'" in message
+    assert re.search(rf"\bsentence {first_missing}\b", message), message
+    assert "fairseq-syntax-preprocess" in message
+
+
+def test_side_idx_shorter_than_its_header(databin):
+    (databin / "valid.en-vf.en.heads.idx").write_bytes(b"MMIDIDX\x00\x00\x01")
+    with pytest.raises(ValueError) as err:
+        _load_and_collate(databin)
+    message = _one_line(err)
+    assert "valid.en-vf.en.heads.idx" in message and "header" in message
+
+
+def _set_value(path, sentence, position, value):
+    sizes, offsets = _index(path.with_suffix(".idx"))
+    assert position < sizes[sentence]
+    values = np.fromfile(path, dtype=np.int32)
+    values[offsets[sentence] // 4 + position] = value
+    values.tofile(path)
+    return int(sizes[sentence])
+
+
+@pytest.mark.parametrize("kind, position, value", [
+    ("heads", 2, 999),   # a head past the sentence's end
+    ("heads", 0, -2),    # below -1 (the root)
+    ("heads", "last", "size"),  # one past the last position (eos)
+    ("words", 1, 999),
+    ("words", "last", 0),  # eos must be -1, not a word
+    ("words", 0, -1),    # -1 (eos) on a piece
+    ("tree", 0, 999),    # a node id past the tree
+    ("tree", 1, -1),
+    ("tree", 0, "parent"),  # the first internal node as its own child: children come first
+])
+def test_out_of_range_side_value_is_refused_at_load(databin, kind, position, value):
+    stem = f"valid.en-vf.en.{kind}"
+    sentence = 3
+    sizes, _ = _index(databin / f"{stem}.idx")
+    size = int(sizes[sentence])
+    position = size - 1 if position == "last" else position
+    leaves = size // 2 + 1  # tree: 2 (n - 1) values for n leaves; node k is n + k
+    value = {"size": size, "parent": leaves}.get(value, value)
+    _set_value(databin / f"{stem}.bin", sentence, position, value)
+    task = _setup_task(databin)
+    with pytest.raises(ValueError) as err:
+        task.load_dataset("valid")  # at load, not in the collater of some later batch
+    message = _one_line(err)
+    assert f"{stem}.bin" in message
+    assert "split 'valid'" in message
+    assert re.search(rf"\bsentence {sentence}\b", message), message
+    assert re.search(rf"\bvalue {value} at position {position}\b", message), message
+
+
+@pytest.mark.parametrize("block", [1, 5, 1 << 22])
+def test_value_check_blocks_find_the_first_bad_sentence_and_count_them(databin, block):
+    """The range check runs over blocks of whole sentences: any block size names the
+    first bad sentence and counts every bad one."""
+    from fairseq_syntax.data.side_files import check_side_values
+
+    path = databin / "valid.en-vf.en.heads.bin"
+    for sentence in (9, 3, 4):
+        _set_value(path, sentence, 1, 999)
+    sizes, _ = _index(path.with_suffix(".idx"))
+    values = np.fromfile(path, dtype=np.int32)
+    with pytest.raises(ValueError) as err:
+        check_side_values("heads", values, sizes.astype(np.int64), str(path), block=block)
+    message = _one_line(err)
+    assert re.search(r"\bsentence 3: value 999 at position 1\b", message), message
+    assert "sentences with bad values: 3;" in message
+
+
+def test_intact_side_files_still_load(databin):
+    _load_and_collate(databin)

@@ -53,6 +53,6 @@ def test_left_padded_source_is_refused():
     try:
         model(left, lengths, prev)
     except ValueError as err:
-        assert "--left-pad-source False" in str(err)
+        assert "the source is left-padded" in str(err)
     else:
         raise AssertionError("a left-padded source must be refused")

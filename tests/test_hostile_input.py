@@ -167,3 +167,51 @@ def test_value_check_blocks_find_the_first_bad_sentence_and_count_them(databin, 
 
 def test_intact_side_files_still_load(databin):
     _load_and_collate(databin)
+
+
+# ------------------------------------------------------------------ left padding
+
+
+def _accepted_left_pad_source(task, flag):
+    """``left_pad_source`` after fairseq's own parser read ``flag`` under ``task``."""
+    from fairseq import options
+
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, [
+        "data-bin", "--user-dir", USER_DIR, "--task", task, "--arch", "lstm", *flag.split()])
+    return args.left_pad_source
+
+
+@pytest.mark.parametrize("arch", ["attentional_rnn", "syntax_transformer_tiny"])
+def test_left_pad_advice_names_flags_that_the_tasks_accept(arch):
+    """The error a syntax model gives for a left-padded source names, for each task, how
+    to get a right-padded source; fairseq's parser must accept what it names."""
+    import torch
+
+    from model_utils import build_model, random_batch
+
+    model = build_model(arch)
+    src, lengths, prev = random_batch(model)
+    with pytest.raises(ValueError) as err:
+        model(torch.roll(src, shifts=1, dims=1), lengths, prev)
+    message = _one_line(err)
+    advice = re.search(r"--task translation[^;]*? add (--left-pad-source(?: [A-Za-z]+)?)\b",
+                       message)
+    assert advice, message
+    assert _accepted_left_pad_source("translation", advice.group(1)) is False
+    assert re.search(r"--task syntax_translation[^;]*? drop --left-pad-source\b", message)
+    assert _accepted_left_pad_source("syntax_translation", "--left-pad-source") is True
+    assert _accepted_left_pad_source("syntax_translation", "") is False
+
+
+def test_left_padded_syntax_dataset_advice():
+    from fairseq_syntax.data.syntax_dataset import SyntaxLanguagePairDataset
+    from model_utils import tiny_dictionary
+
+    import torch
+
+    tokens = [torch.tensor([4, 5, 2])]
+    with pytest.raises(ValueError) as err:
+        SyntaxLanguagePairDataset(tokens, [3], tiny_dictionary(), left_pad_source=True)
+    message = _one_line(err)
+    assert "drop --left-pad-source" in message and "False" not in message

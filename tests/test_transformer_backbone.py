@@ -112,7 +112,7 @@ def test_attention_in_training_is_over_source_positions():
 def test_left_padded_source_is_refused():
     model = build_model("syntax_transformer_tiny")
     src, lengths, prev = random_batch(model)
-    with pytest.raises(ValueError, match="--left-pad-source False"):
+    with pytest.raises(ValueError, match="the source is left-padded"):
         model(left_padded(src, model.encoder.dictionary.pad()), lengths, prev)
 
 

@@ -41,8 +41,9 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
         super().__init__(*args, **kwargs)
         if self.left_pad_source:
             raise ValueError(
-                "SyntaxLanguagePairDataset needs a right-padded source "
-                "(--left-pad-source False), so that side tensors index source positions"
+                "SyntaxLanguagePairDataset needs a right-padded source, so that side tensors "
+                "index source positions: drop --left-pad-source (a switch that turns left "
+                "padding on under --task syntax_translation)"
             )
         if compute_distances and (heads is None or words is None):
             raise ValueError(

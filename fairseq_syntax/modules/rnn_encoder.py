@@ -7,6 +7,15 @@ import torch.nn.functional as F
 from fairseq.models import FairseqEncoder
 from torch import Tensor
 
+# --left-pad-source is a switch without a value in fairseq: it flips the task's default
+# (True under --task translation, False under --task syntax_translation).
+LEFT_PADDED_SOURCE = (
+    "the source is left-padded; syntax models need a right-padded source: under --task "
+    "translation (left-padded by default) add --left-pad-source, a switch that turns left "
+    "padding off there; under --task syntax_translation (right-padded by default) drop "
+    "--left-pad-source"
+)
+
 
 class RNNEncoder(FairseqEncoder):
     """Bidirectional LSTM encoder; its output is a dict of batch-first tensors.
@@ -36,10 +45,7 @@ class RNNEncoder(FairseqEncoder):
     def forward(self, src_tokens: Tensor, src_lengths: Tensor, **side_inputs) -> Dict[str, Tensor]:
         padding_mask = src_tokens.eq(self.padding_idx)
         if padding_mask[:, 0].any():
-            raise ValueError(
-                "the source is left-padded; syntax models need a right-padded source "
-                "(--left-pad-source False, the default of --task syntax_translation)"
-            )
+            raise ValueError(LEFT_PADDED_SOURCE)
         x = F.dropout(self.embed_tokens(src_tokens), p=self.dropout, training=self.training)
         lengths = (~padding_mask).sum(1).cpu()
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)

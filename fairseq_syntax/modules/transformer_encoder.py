@@ -8,6 +8,8 @@ import torch.nn as nn
 from fairseq.models.transformer import TransformerEncoderBase
 from torch import Tensor
 
+from fairseq_syntax.modules.rnn_encoder import LEFT_PADDED_SOURCE
+
 # The keys fairseq's TransformerEncoderBase puts in encoder_out; every other key is a
 # side input (src_heads, src_words, src_distances, src_tree, alignment_links).
 FAIRSEQ_ENCODER_OUT_KEYS = frozenset((
@@ -65,10 +67,7 @@ class SyntaxTransformerEncoder(TransformerEncoderBase):
                 return_all_hiddens: bool = False, token_embeddings: Optional[Tensor] = None,
                 **side_inputs):
         if src_tokens[:, 0].eq(self.padding_idx).any():
-            raise ValueError(
-                "the source is left-padded; syntax models need a right-padded source "
-                "(--left-pad-source False, the default of --task syntax_translation)"
-            )
+            raise ValueError(LEFT_PADDED_SOURCE)
         side = {k: v for k, v in side_inputs.items() if torch.is_tensor(v)}
         with bound_side_inputs(self.layers, side):
             encoder_out = super().forward(src_tokens, src_lengths, return_all_hiddens,

@@ -137,7 +137,8 @@ def get_parser() -> argparse.ArgumentParser:
                              "the parser it trains with one thread) (default: %(default)s)")
     parser.add_argument("--force", action="store_true",
                         help="replace an existing non-empty --destdir (the old folder stays "
-                             "untouched until the new one is complete)")
+                             "untouched until the new one is complete); refused when it holds "
+                             "the inputs or the current folder")
     return parser
 
 
@@ -177,10 +178,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
     # recorded in the manifest, so that a data-bin of an outdated format names its rebuild
     args.command = [PROG] + list(sys.argv[1:] if argv is None else argv)
+    from .interrupt import Interrupted
     from .pipeline import run
 
     try:
         run(args)
+    except Interrupted as stop:
+        print(f"{PROG}: error: {stop}; removed the unfinished data-bin, {args.destdir} is as it "
+              "was", file=sys.stderr)
+        sys.exit(128 + stop.signum)
     except SyntaxInputError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         sys.exit(1)

@@ -53,6 +53,7 @@ from fairseq_syntax.syntax.subwords import word_index_of_pieces
 from fairseq_syntax.syntax.text_io import read_text_lines
 
 from .eflomal_align import SYMMETRISATION, BackgroundAlignment, eflomal_version
+from .interrupt import StopOnSignals
 
 logger = logging.getLogger("fairseq_syntax_preprocess")
 
@@ -649,10 +650,29 @@ def _is_nonempty_dir(path: str) -> bool:
     return os.path.isdir(path) and bool(os.listdir(path))
 
 
-def check_destdir(destdir: str, force: bool) -> None:
-    """Refuse a destdir that is a file, or a non-empty folder without ``--force``."""
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (symbolic links resolved)."""
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([path, folder]) == folder
+
+
+def check_destdir(destdir: str, force: bool, inputs: Sequence[str] = ()) -> None:
+    """Refuse a destdir that is a file, the current folder or one above it (it cannot be
+    replaced while in use), a folder holding any of ``inputs`` (replacing it would delete
+    them), or a non-empty folder without ``--force``."""
     if os.path.lexists(destdir) and not os.path.isdir(destdir):
         raise SyntaxInputError("--destdir exists and is not a folder", destdir)
+    if not os.path.isdir(destdir):
+        return
+    if _inside(os.getcwd(), destdir):
+        raise SyntaxInputError(
+            "--destdir is the current folder (or holds it), which cannot be replaced while in "
+            "use: give a new folder, e.g. --destdir data-bin", destdir)
+    for path in inputs:
+        if _inside(path, destdir):
+            raise SyntaxInputError(
+                f"--destdir holds the input {path}, which replacing the folder would delete: "
+                "write the data-bin to another folder", destdir)
     if _is_nonempty_dir(destdir) and not force:
         raise SyntaxInputError(
             "--destdir exists and is not empty; use --force to replace it", destdir
@@ -667,12 +687,13 @@ def install(staging: str, destdir: str) -> None:
     parent = os.path.dirname(os.path.abspath(destdir))
     trash = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.old-", dir=parent)
     old = os.path.join(trash, "old")
-    os.rename(destdir, old)
     try:
-        os.rename(staging, destdir)
-    except BaseException:
-        os.rename(old, destdir)
-        raise
+        os.rename(destdir, old)
+        try:
+            os.rename(staging, destdir)
+        except BaseException:
+            os.rename(old, destdir)
+            raise
     finally:
         shutil.rmtree(trash, ignore_errors=True)
 
@@ -825,14 +846,26 @@ class BackgroundStage:
 
 
 def run(args) -> None:
-    """Run the whole pipeline for parsed command-line ``args`` (see ``cli.get_parser``)."""
+    """Run the whole pipeline for parsed command-line ``args`` (see ``cli.get_parser``).
+    SIGTERM or SIGINT stops it with :class:`~.interrupt.Interrupted`, after the staging
+    and work folders are removed; ``--destdir`` is then as it was."""
+    with StopOnSignals() as stop:
+        _run(args, stop)
+
+
+def _run(args, stop: StopOnSignals) -> None:
     destdir = os.path.normpath(args.destdir)
-    check_destdir(destdir, args.force)
+    files = split_files(args)
+    # what replacing --destdir must not delete (not --spm-model: it is read, and copied
+    # into the data-bin as spm.model, before the old folder goes; rebuild_command uses that)
+    inputs = [path for f in files for path in (f.source, f.target, f.parse, f.align, f.ptb) if path]
+    if getattr(args, "parse_cache", None):
+        inputs.append(args.parse_cache)
+    check_destdir(destdir, args.force, inputs)
     if args.spm_model is not None and not os.path.isfile(args.spm_model):
         raise SyntaxInputError("sentencepiece model (--spm-model) not found", args.spm_model)
 
     # 1. read and validate everything (--parser: what is not cached is parsed below)
-    files = split_files(args)
     use_parser = bool(getattr(args, "parser", None))
     splits = [load_split(f, align_required=(f.name == "train"), read_parse=not use_parser)
               for f in files]
@@ -851,8 +884,9 @@ def run(args) -> None:
     staging = work = background = pool = None
     ok = False
     try:
-        staging = tempfile.mkdtemp(prefix=f".{base}.staging-", dir=parent)
-        work = tempfile.mkdtemp(prefix=f".{base}.work-", dir=parent)
+        with stop.held():  # a folder made is a folder named, so that cleanup finds it
+            staging = tempfile.mkdtemp(prefix=f".{base}.staging-", dir=parent)
+            work = tempfile.mkdtemp(prefix=f".{base}.work-", dir=parent)
 
         # 2. the subword stage: in a child process while the parser runs, or in line
         in_background = bool(to_parse) and args.workers > 1 and BackgroundStage.available()
@@ -921,8 +955,9 @@ def run(args) -> None:
             f.write("\n")
 
         # 4. into place
-        install(staging, destdir)
-        ok = True
+        with stop.held():  # once in place, the run has succeeded: a late signal is dropped
+            install(staging, destdir)
+            ok = stop.done = True
         logger.info("wrote %s", destdir)
     finally:
         if pool is not None:

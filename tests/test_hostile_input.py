@@ -169,6 +169,127 @@ def test_intact_side_files_still_load(databin):
     _load_and_collate(databin)
 
 
+# ------------------------------------------------------------------ preprocess --destdir
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A tiny synthetic corpus (text, CoNLL-U parses, alignments) to preprocess."""
+    from fairseq_syntax.data.synthetic_corpus import generate_corpus
+
+    out = tmp_path_factory.mktemp("hostile_corpus")
+    generate_corpus(str(out), seed=5, train=60, valid=8, test=0, gen=0)
+    return out
+
+
+def _preprocess_args(raw, dest):
+    return ["--source-lang", "en", "--target-lang", "vf", "--trainpref", f"{raw}/train",
+            "--validpref", f"{raw}/valid", "--align-suffix", "align", "--vocab-size", "60",
+            "--destdir", str(dest), "--force"]
+
+
+def _run_in_process(argv, capsys):
+    """``main(argv)``; returns (exit code, stderr)."""
+    from fairseq_syntax_preprocess.cli import main
+
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as err:
+        code = err.code
+    return code, capsys.readouterr().err
+
+
+def _snapshot(folder):
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.mark.parametrize("layout", ["inputs_in_destdir", "inputs_below_destdir"])
+def test_force_refuses_a_destdir_that_holds_the_inputs(corpus, tmp_path, capsys, layout):
+    top = tmp_path / "top"
+    raw = top / "corpus" if layout == "inputs_below_destdir" else top
+    shutil.copytree(corpus, raw)
+    before = _snapshot(tmp_path)
+    code, err = _run_in_process(_preprocess_args(raw, top), capsys)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"{PROG}: error: ")
+    assert str(raw / "train.en") in lines[0]  # the input it would delete
+    assert "--destdir" in lines[0]
+    assert _snapshot(tmp_path) == before  # inputs intact, nothing written beside them
+
+
+@pytest.mark.parametrize("destdir, cwd", [(".", "work"), ("..", "work/sub")])
+def test_force_refuses_the_current_folder_as_destdir(corpus, tmp_path, capsys, monkeypatch,
+                                                     destdir, cwd):
+    work = tmp_path / cwd
+    work.mkdir(parents=True)
+    (tmp_path / "work" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    before = _snapshot(tmp_path)
+    monkeypatch.chdir(work)
+    code, err = _run_in_process(_preprocess_args(corpus, destdir), capsys)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"{PROG}: error: ")
+    assert "current folder" in lines[0]
+    assert _snapshot(tmp_path) == before  # no .old-*, .staging-*, .work-* folder
+
+
+# ------------------------------------------------------------------ signals
+
+# fairseq-syntax-preprocess, made to wait right after the token binaries are in the
+# staging folder (a marker file says so), so the signal lands mid-run every time.
+_WAITING_RUN = """
+import sys, time
+from fairseq_syntax_preprocess import cli, pipeline
+
+marker = sys.argv[1]
+written = pipeline.write_token_binaries
+
+def write_then_wait(*args, **kwargs):
+    written(*args, **kwargs)
+    open(marker, "w").close()
+    time.sleep(120)
+
+pipeline.write_token_binaries = write_then_wait
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_mid_run_leaves_no_staging_or_work_folder(corpus, tmp_path, signum):
+    out = tmp_path / "out"
+    out.mkdir()
+    marker = tmp_path / "binaries-written"
+    argv = [sys.executable, "-c", _WAITING_RUN, str(marker),
+            *_preprocess_args(corpus, out / "data-bin")]
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never reached its binaries"
+            time.sleep(0.05)
+        staged = sorted(p.name for p in out.iterdir())
+        assert any(".staging-" in name for name in staged), staged  # really mid-run
+        assert any(".work-" in name for name in staged), staged
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signum, err
+    assert list(out.iterdir()) == []
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"{PROG}: error: "), err
+    assert signal.Signals(signum).name in last
+
+
 # ------------------------------------------------------------------ left padding
 
 

@@ -4,10 +4,12 @@ syntax gate (§6, eq. 17).
 
 For each checkpoint (``--path``, repeatable; any ``structured_attention_rnn``
 architecture: ``sa_nmt_shared``, ``sa_nmt``, ``sa_nmt_1set``, ``sa_nmt_hard``,
-``fa_nmt_shared``, ``fa_nmt``) and each sentence of a data-bin split (``--gen-subset``):
+``fa_nmt_shared``, ``fa_nmt``; or an ``sa_transformer*`` one, whose column is
+``transformer``) and each sentence of a data-bin split (``--gen-subset``):
 
 1. run the encoder and read ``head_marginals`` / ``root_marginals`` of the source pieces
-   (for FA-NMT: the flat self-attention weights, the self weight as the root);
+   (for FA-NMT: the flat self-attention weights, the self weight as the root; for
+   ``sa_transformer``: the first tree head of its highest tree layer);
 2. drop the eos position, collapse the sentencepiece pieces into words by summing the
    marginal mass of their pieces into word-level head→modifier and root scores (§7.1).
    With ``--gold`` the words are the gold words, each encoded with the data-bin's
@@ -58,7 +60,8 @@ def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fairseq-syntax-induced-trees",
         description="Extract the source dependency trees a structured-attention model "
-        "(sa_nmt_shared, sa_nmt, sa_nmt_1set, sa_nmt_hard, fa_nmt_shared, fa_nmt) induces "
+        "(sa_nmt_shared, sa_nmt, sa_nmt_1set, sa_nmt_hard, fa_nmt_shared, fa_nmt, "
+        "sa_transformer*) induces "
         "on a data-bin split, write them as CoNLL-U, score them against gold trees "
         "(directed/undirected attachment accuracy without punctuation, Table 3 of Tran & "
         "Bisk 2018) and optionally write the syntax-gate norms of the translations.",
@@ -66,7 +69,8 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("data", metavar="DATA-BIN",
                         help="the data-bin folder (dictionaries and the split to read)")
     parser.add_argument("--path", required=True, action="append", metavar="CKPT",
-                        help="checkpoint of a structured_attention_rnn model; repeat it to fill "
+                        help="checkpoint of a structured_attention_rnn or sa_transformer model; "
+                        "repeat it to fill "
                         "several Table 3 columns")
     parser.add_argument("--gen-subset", default="test", metavar="SPLIT",
                         help="data-bin split to read (default: test)")
@@ -104,20 +108,22 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def load(path: str, data: str, split: str, use_cuda: bool):
-    """(model, task) of a structured_attention_rnn checkpoint, with ``split`` loaded."""
+    """(model, task) of a structured_attention_rnn or sa_transformer checkpoint, with
+    ``split`` loaded."""
     from fairseq import checkpoint_utils
 
+    from fairseq_syntax.models.sa_transformer import SATransformerModel
     from fairseq_syntax.models.structured_attention_rnn import StructuredAttentionRNNModel
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [path], arg_overrides={"data": data}
     )
     model = models[0]
-    if not isinstance(model, StructuredAttentionRNNModel):
+    if not isinstance(model, (StructuredAttentionRNNModel, SATransformerModel)):
         raise SystemExit(
             f"error: {path} holds a {type(model).__name__}, not a structured_attention_rnn "
-            "model (train with --arch sa_nmt_shared, sa_nmt, sa_nmt_1set, sa_nmt_hard, "
-            "fa_nmt_shared or fa_nmt)"
+            "or sa_transformer model (train with --arch sa_nmt_shared, sa_nmt, sa_nmt_1set, "
+            "sa_nmt_hard, fa_nmt_shared, fa_nmt or sa_transformer*)"
         )
     model.eval()
     if use_cuda:
@@ -161,6 +167,12 @@ def gold_word_lengths(data: str, gold, gold_path: str
     return lengths
 
 
+def _batch_first(value):
+    """A tensor of the encoder output: the RNN's own, or the one of a Transformer's
+    one-element list (fairseq's ``encoder_out`` convention)."""
+    return value[0] if isinstance(value, list) else value
+
+
 def induce_trees(model, task, split: str, batch_size: int, use_cuda: bool,
                  word_lengths: Optional[List[Tuple[List[int], str]]] = None
                  ) -> List[Tuple[List[str], List[int]]]:
@@ -176,8 +188,8 @@ def induce_trees(model, task, split: str, batch_size: int, use_cuda: bool,
         for sample in batches(dataset, batch_size, use_cuda):
             net = sample["net_input"]
             encoder_out = model.encoder(net["src_tokens"], net["src_lengths"])
-            heads = encoder_out["head_marginals"].float().cpu().numpy()
-            roots = encoder_out["root_marginals"].float().cpu().numpy()
+            heads = _batch_first(encoder_out["head_marginals"]).float().cpu().numpy()
+            roots = _batch_first(encoder_out["root_marginals"]).float().cpu().numpy()
             tokens = net["src_tokens"].cpu()
             for row, index in enumerate(sample["id"].tolist()):
                 real = tokens[row][tokens[row].ne(pad)].tolist()
@@ -275,12 +287,12 @@ def gate_norms(model, task, split: str, batch_size: int, beam: int, max_len_a: f
     """Per sentence: (id, source, target pieces ending with </s>, ‖g_t‖₂ per piece)."""
     from fairseq.sequence_generator import SequenceGenerator
 
-    attention = model.decoder.attention
+    attention = getattr(model.decoder, "attention", None)
     if not hasattr(attention, "gate_recorder"):
         raise SystemExit(
             "error: this model has no syntax gate (sa_nmt_1set folds syntax into one "
-            "annotation set); the gate analysis needs sa_nmt_shared, sa_nmt, sa_nmt_hard, "
-            "fa_nmt_shared or fa_nmt"
+            "annotation set, sa_transformer has none); the gate analysis needs "
+            "sa_nmt_shared, sa_nmt, sa_nmt_hard, fa_nmt_shared or fa_nmt"
         )
     src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
     generator = SequenceGenerator([model], tgt_dict, beam_size=beam, max_len_a=max_len_a,

@@ -7,3 +7,4 @@ from . import structured_attention_rnn  # noqa: F401
 from . import syntax_transformer  # noqa: F401
 from . import pascal_transformer  # noqa: F401
 from . import sdatt_transformer  # noqa: F401
+from . import sa_transformer  # noqa: F401

@@ -316,7 +316,9 @@ TABLE3_COLUMNS: Tuple[Tuple[str, str, str], ...] = (
     ("SA", "shared", "sa_shared"),
     ("SA", "hard", "sa_hard"),
     ("SA", "1set", "sa_1set"),
+    ("SA", "transformer", "sa_transformer"),  # sa_transformer (not in the paper)
 )
+OPTIONAL_COLUMNS = ("sa_1set", "sa_transformer")  # shown only when a model fills them
 BASELINE_COLUMNS = ("L", "R", "Un")
 
 
@@ -327,12 +329,13 @@ def format_table3(
     without punctuation) of each model column next to the L, R and Un baselines.
 
     ``models`` maps a column key of :data:`TABLE3_COLUMNS` to ``(DA, UA)``; columns
-    without a model are left blank (``-``), the ``1set`` column is shown only when given.
+    without a model are left blank (``-``), the ``1set`` and ``transformer`` columns
+    (:data:`OPTIONAL_COLUMNS`) are shown only when given.
     """
     unknown = set(models) - {key for _, _, key in TABLE3_COLUMNS}
     if unknown:
         raise ValueError(f"unknown Table 3 columns: {sorted(unknown)}")
-    columns = [c for c in TABLE3_COLUMNS if c[2] != "sa_1set" or c[2] in models]
+    columns = [c for c in TABLE3_COLUMNS if c[2] not in OPTIONAL_COLUMNS or c[2] in models]
     cells = [
         f"{models[key][0]:04.1f}/{models[key][1]:04.1f}" if key in models else "-"
         for _, _, key in columns

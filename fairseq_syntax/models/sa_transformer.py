@@ -1,0 +1,98 @@
+"""Model ``sa_transformer``: structured attention (SA-NMT; Tran & Bisk 2018, "Inducing
+Grammars with and for Neural Machine Translation", §4.1) in the Transformer's encoder.
+
+The ``syntax_transformer`` backbone whose encoder layers ``--sa-layers`` (default: the
+top one, where Tran & Bisk put the head selection, on the encoder's output) have
+``--sa-heads`` (default 1) self-attention heads whose weights are the matrix-tree
+marginals of non-projective dependency trees over the source words, scored from the
+head's query/key projections and a learned root key
+(:mod:`fairseq_syntax.modules.tree_marginal_attention`). The trees are induced: no side
+input is needed. The encoder output carries ``head_marginals`` / ``root_marginals`` of the
+first tree head of the highest tree layer, so ``fairseq-syntax-induced-trees`` extracts
+and scores the trees as for the RNN models (Table 3 column ``transformer`` of the ``SA``
+group).
+
+================================  ========================================
+architecture                      sizes
+================================  ========================================
+``sa_transformer``                ``syntax_transformer`` (fairseq ``transformer``)
+``sa_transformer_iwslt_de_en``    ``syntax_transformer_iwslt_de_en``
+``sa_transformer_tiny``           ``syntax_transformer_tiny``
+================================  ========================================
+"""
+from fairseq.models import register_model, register_model_architecture
+from fairseq.utils import safe_getattr
+
+from fairseq_syntax.models.syntax_transformer import (
+    SyntaxTransformerModel,
+    syntax_transformer,
+    syntax_transformer_iwslt_de_en,
+    syntax_transformer_tiny,
+)
+from fairseq_syntax.modules.tree_marginal_attention import TreeMarginalEncoder
+
+
+@register_model("sa_transformer")
+class SATransformerModel(SyntaxTransformerModel):
+    """The Transformer backbone with tree-marginal (structured) self-attention heads in its
+    encoder."""
+
+    syntax_inputs = ()
+
+    @classmethod
+    def add_args(cls, parser):
+        super().add_args(parser)
+        parser.add_argument(
+            "--sa-heads", type=int, metavar="K",
+            help="structured heads in each SA encoder layer: the first K self-attention heads "
+            "attend with dependency-tree marginals (default: 1)")
+        parser.add_argument(
+            "--sa-layers", type=str, metavar="I,J,...",
+            help="comma-separated encoder layers (0 = the bottom one) that have structured "
+            "heads (default: the top layer, as Tran & Bisk's head selection on the encoder "
+            "output); fairseq-syntax-induced-trees reads the highest of them")
+
+    @classmethod
+    def build_encoder(cls, cfg, src_dict, embed_tokens):
+        layers = safe_getattr(cfg, "sa_layers", None)
+        if layers is not None:
+            try:
+                layers = [int(x) for x in str(layers).split(",") if x.strip()]
+            except ValueError:
+                raise ValueError(f"--sa-layers {cfg.sa_layers!r}: give comma-separated "
+                                 "encoder layer numbers, e.g. 0,1,2") from None
+        return TreeMarginalEncoder(cfg, src_dict, embed_tokens, tree_layers=layers,
+                                   tree_heads=_option(cfg, "sa_heads", 1))
+
+    @property
+    def table3_column(self) -> str:
+        """The model's column in Table 3 (see :data:`fairseq_syntax.syntax.tree_scores.TABLE3_COLUMNS`)."""
+        return "sa_transformer"
+
+
+def _option(cfg, name, default):
+    value = safe_getattr(cfg, name, None)
+    return default if value is None else value
+
+
+def _sa_defaults(args):
+    args.sa_heads = _option(args, "sa_heads", 1)
+    args.sa_layers = _option(args, "sa_layers", None)
+
+
+@register_model_architecture("sa_transformer", "sa_transformer")
+def sa_transformer(args):
+    _sa_defaults(args)
+    syntax_transformer(args)
+
+
+@register_model_architecture("sa_transformer", "sa_transformer_iwslt_de_en")
+def sa_transformer_iwslt_de_en(args):
+    _sa_defaults(args)
+    syntax_transformer_iwslt_de_en(args)
+
+
+@register_model_architecture("sa_transformer", "sa_transformer_tiny")
+def sa_transformer_tiny(args):
+    _sa_defaults(args)
+    syntax_transformer_tiny(args)

@@ -1,0 +1,204 @@
+"""Tree-marginal self-attention heads: structured attention (SA-NMT; Tran & Bisk 2018,
+"Inducing Grammars with and for Neural Machine Translation", §4.1, eqs. 5-9; Kim et al.
+2017, "Structured Attention Networks"; Liu & Lapata 2018) in the Transformer's encoder.
+
+The first ``tree_heads`` heads of a chosen encoder layer attend with the marginals of
+single-root non-projective dependency trees over the source words instead of a softmax.
+With the head's own query/key projections (``q`` scaled by ``1/√d`` as fairseq's) and a
+learned root key ``u`` per head::
+
+    s[h, m] = q_m · k_h / √d        (arc h -> m: the modifier's query meets the head's key)
+    r[m]    = q_m · u / √d          (the artificial root is the head of m)
+
+the matrix-tree theorem (Koo et al. 2007;
+:func:`~fairseq_syntax.modules.matrix_tree.dependency_marginals`, batched, masked, shifted
+in log space) gives ``P(h → m)`` and ``P(root → m)``, and row ``m`` of the head's
+attention is each word's distribution over its head, the root standing in for the word
+itself (:func:`~fairseq_syntax.modules.structured_attention.head_weights`, as the RNN
+model)::
+
+    α[m, h] = P(h → m) + δ(h, m) · P(root → m),      head_m = Σ_h α[m, h] v_h
+
+Every word row sums to one. The tree spans the source words: padding and fairseq's final
+``eos`` are outside it, so a padded sentence gets the same marginals as alone; their rows
+attend to themselves alone (``α[j, j] = 1``), their columns get 0 in every word row. The
+other heads are fairseq's softmax heads (padding filled with the dtype's lowest finite
+value, not ``-inf`` or ``-1e9``). Attention dropout applies to all heads' weights, as in
+fairseq's :class:`~fairseq.modules.MultiheadAttention`.
+
+Precision: the matrix-tree computation runs in float32 (float64 for float64 models)
+whatever the model's dtype or the autocast region, and the marginals are cast back to the
+scores' dtype; see :mod:`fairseq_syntax.modules.matrix_tree`.
+"""
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn as nn
+from fairseq import utils
+from fairseq.distributed import fsdp_wrap
+from fairseq.modules import MultiheadAttention
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+from torch import Tensor
+
+from fairseq_syntax.modules.matrix_tree import dependency_marginals
+from fairseq_syntax.modules.structured_attention import head_weights, word_mask
+from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
+
+
+def tree_marginal_weights(logits: Tensor, root_logits: Tensor, words: Tensor
+                          ) -> Tuple[Tensor, Tensor, Tensor]:
+    """Attention weights of tree-marginal heads, and their marginals.
+
+    Args:
+        logits: ``[B, K, S, S]``, ``logits[b, k, m, h] = q_m · k_h / √d`` (query rows, as
+            fairseq's attention logits; the arc score of ``h → m``); the diagonal and
+            entries touching non-words are ignored.
+        root_logits: ``[B, K, S]``, ``root_logits[b, k, m] = q_m · u_k / √d``.
+        words: ``[B, S]`` bool, True at the source words (not eos, not padding).
+
+    Returns:
+        ``(weights, head_marginals, root_marginals)``: ``weights`` ``[B, K, S, S]`` rows
+        ``α[m, :]`` (a word's head distribution, the root on the diagonal; non-words attend
+        to themselves); ``head_marginals[b, k, h, m] = P(h → m)`` ``[B, K, S, S]`` and
+        ``root_marginals[b, k, m] = P(root → m)`` ``[B, K, S]``, 0 at non-words. All in the
+        logits' dtype, computed in float32 (float64 for float64 logits).
+    """
+    bsz, heads, src_len, _ = logits.shape
+    mask = words.repeat_interleave(heads, dim=0)
+    head, root = dependency_marginals(
+        logits.transpose(2, 3).reshape(bsz * heads, src_len, src_len),
+        root_logits.reshape(bsz * heads, src_len), mask)
+    weights = head_weights(head, root) + torch.diag_embed((~mask).to(head.dtype))
+    dtype = logits.dtype
+    return (weights.view(bsz, heads, src_len, src_len).to(dtype),
+            head.view(bsz, heads, src_len, src_len).to(dtype),
+            root.view(bsz, heads, src_len).to(dtype))
+
+
+class TreeMarginalSelfAttention(MultiheadAttention):
+    """fairseq's encoder self-attention whose first ``tree_heads`` heads attend with
+    matrix-tree marginals (see the module docstring); a learned root key per tree head
+    (``root_key`` ``[K, d]``, N(0, 1/d) as the RNN model's root query). The marginals of
+    the last forward are kept in :attr:`last_marginals` (``[B, K, S, S]`` ``(h, m)``,
+    ``[B, K, S]``) for the encoder to hand on."""
+
+    def __init__(self, embed_dim: int, num_heads: int, tree_heads: int = 1, **kwargs):
+        super().__init__(embed_dim, num_heads, self_attention=True, **kwargs)
+        if not 1 <= tree_heads <= num_heads:
+            raise ValueError(f"--sa-heads {tree_heads}: the encoder layers have {num_heads} "
+                             f"heads (--encoder-attention-heads); give 1 .. {num_heads}")
+        self.tree_heads = tree_heads
+        self.root_key = nn.Parameter(torch.empty(tree_heads, self.head_dim))
+        nn.init.normal_(self.root_key, std=self.head_dim ** -0.5)
+        self.last_marginals: Optional[Tuple[Tensor, Tensor]] = None
+
+    def extra_repr(self) -> str:
+        return f"tree_heads={self.tree_heads}"
+
+    def forward(self, query: Tensor, key: Optional[Tensor], value: Optional[Tensor],
+                key_padding_mask: Optional[Tensor] = None,
+                incremental_state: Optional[Dict[str, Dict[str, Optional[Tensor]]]] = None,
+                need_weights: bool = True, static_kv: bool = False,
+                attn_mask: Optional[Tensor] = None, before_softmax: bool = False,
+                need_head_weights: bool = False):
+        if incremental_state is not None or static_kv or before_softmax:
+            raise ValueError("tree-marginal attention is the encoder's self-attention: it has no "
+                             "incremental state, static keys or logits-only mode")
+        if attn_mask is not None:
+            raise ValueError("tree-marginal attention takes no attn_mask: a tree spans every "
+                             "source word")
+        tgt_len, bsz, embed_dim = query.shape
+        heads, k, d = self.num_heads, self.tree_heads, self.head_dim
+        q = (self.q_proj(query) * self.scaling).view(tgt_len, bsz, heads, d).permute(1, 2, 0, 3)
+        keys = self.k_proj(query).view(tgt_len, bsz, heads, d).permute(1, 2, 0, 3)
+        values = self.v_proj(query).view(tgt_len, bsz, heads, d).permute(1, 2, 0, 3)
+        logits = torch.matmul(q, keys.transpose(2, 3))  # [B, H, T, S]
+        if key_padding_mask is None:
+            key_padding_mask = torch.zeros(bsz, tgt_len, dtype=torch.bool, device=query.device)
+        padding = key_padding_mask.to(torch.bool)
+
+        root_logits = torch.matmul(q[:, :k], self.root_key.to(q.dtype).unsqueeze(-1)).squeeze(-1)
+        tree, head, root = tree_marginal_weights(logits[:, :k], root_logits, word_mask(padding))
+        self.last_marginals = (head, root)
+        plain = logits[:, k:].masked_fill(padding[:, None, None, :], torch.finfo(logits.dtype).min)
+        plain = utils.softmax(plain, dim=-1)  # float32
+        weights_float = torch.cat([tree.float(), plain], dim=1)
+        probs = self.dropout_module(weights_float.type_as(logits))
+        attn = torch.matmul(probs, values)  # [B, H, T, d]
+        attn = self.out_proj(attn.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim))
+        weights = None
+        if need_weights or need_head_weights:
+            weights = weights_float.transpose(1, 0)  # [H, B, T, S]
+            if not need_head_weights:
+                weights = weights.mean(dim=0)
+        return attn, weights
+
+
+class TreeMarginalEncoderLayer(TransformerEncoderLayerBase):
+    """fairseq's encoder layer with a :class:`TreeMarginalSelfAttention`."""
+
+    def __init__(self, cfg, tree_heads: int):
+        if getattr(cfg.encoder, "xformers_att_config", None) is not None:
+            raise ValueError("tree-marginal attention runs on its own attention path: drop "
+                             "--encoder-xformers-att-config")
+        self.tree_heads = tree_heads
+        super().__init__(cfg)
+
+    def build_self_attention(self, embed_dim, cfg):
+        return TreeMarginalSelfAttention(
+            embed_dim, cfg.encoder.attention_heads, tree_heads=self.tree_heads,
+            dropout=cfg.attention_dropout, q_noise=self.quant_noise,
+            qn_block_size=self.quant_noise_block_size,
+        )
+
+
+class TreeMarginalEncoder(SyntaxTransformerEncoder):
+    """The backbone's encoder whose layers ``tree_layers`` (default: the top one) have
+    :class:`TreeMarginalSelfAttention` heads.
+
+    ``encoder_out`` also holds the induced trees of the source words, as the RNN model's
+    (read by ``fairseq-syntax-induced-trees``): ``head_marginals`` ``[[B, S, S]]``
+    (``P(h → m)`` at ``[b, h, m]``) and ``root_marginals`` ``[[B, S]]`` of the first tree
+    head of the highest tree layer, batch first (reordered with the beam).
+    """
+
+    def __init__(self, cfg, dictionary, embed_tokens, tree_layers, tree_heads: int):
+        layers = cfg.encoder.layers
+        chosen = [layers - 1] if tree_layers is None else list(tree_layers)
+        bad = [i for i in chosen if not 0 <= i < layers]
+        if bad or not chosen:
+            raise ValueError(f"--sa-layers {bad or chosen}: the encoder has {layers} layers "
+                             f"(0 .. {layers - 1}); give one or more of them")
+        self.tree_layers = frozenset(chosen)
+        self.tree_heads = tree_heads
+        self.layers_built = 0
+        super().__init__(cfg, dictionary, embed_tokens)
+        self.tree_attention = [self.layers[i].self_attn for i in sorted(self.tree_layers)]
+
+    def build_encoder_layer(self, cfg):
+        index, self.layers_built = self.layers_built, self.layers_built + 1
+        if index not in self.tree_layers:
+            return super().build_encoder_layer(cfg)
+        layer = TreeMarginalEncoderLayer(cfg, self.tree_heads)
+        if cfg.checkpoint_activations:  # as fairseq's build_encoder_layer
+            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+        return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap
+                         if not cfg.checkpoint_activations else 0)
+
+    def forward(self, src_tokens, src_lengths: Optional[Tensor] = None,
+                return_all_hiddens: bool = False, token_embeddings: Optional[Tensor] = None,
+                **side_inputs):
+        try:
+            encoder_out = super().forward(src_tokens, src_lengths, return_all_hiddens,
+                                          token_embeddings, **side_inputs)
+            marginals = [a.last_marginals for a in self.tree_attention
+                         if a.last_marginals is not None]  # LayerDrop may skip a layer
+        finally:
+            for attention in self.tree_attention:
+                attention.last_marginals = None
+        if marginals:
+            head, root = marginals[-1]
+            encoder_out["head_marginals"] = [head[:, 0]]
+            encoder_out["root_marginals"] = [root[:, 0]]
+        return encoder_out

@@ -88,6 +88,8 @@ TRANSFORMERS = {
     "syntax_transformer_tiny": transformer_args("syntax_transformer_tiny"),
     "pascal_transformer_tiny": transformer_args("pascal_transformer_tiny"),
     "sdatt_double_transformer_tiny": transformer_args("sdatt_double_transformer_tiny"),
+    "sa_transformer_tiny": transformer_args("sa_transformer_tiny", "--sa-layers", "0,1",
+                                            "--sa-heads", "2"),
     "supervised cross-attention": transformer_args(
         "syntax_transformer_tiny", "--criterion", "supervised_attention_cross_entropy",
         "--alignment-layer", "0", "--alignment-heads", "1"),

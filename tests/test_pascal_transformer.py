@@ -152,14 +152,14 @@ def test_incremental_decoding_equals_full_forward():
 
 def test_raw_input_gives_heads_and_words_without_distances(synthetic_raw, synthetic_databin):
     """fairseq-interactive's path for a model that needs heads and words only."""
-    from fairseq_syntax.data.raw_input import side_inputs
+    from fairseq_syntax.data.raw_input import side_tensors
     from test_syntax_dataset import GoldParser, _setup_task
 
     task = _setup_task(synthetic_databin)
-    task.model_inputs |= {"heads", "words"}  # what pascal_transformer declares
+    task.declared_inputs |= {"heads", "words"}  # what pascal_transformer declares
     task.load_dataset("valid")
     stored = task.datasets["valid"]
-    assert stored.words is not None and not stored.compute_distances
+    assert stored.words is not None and stored.inputs == {"heads", "words"}
     lines = (synthetic_raw / "valid.en").read_text().splitlines()[:6]
     task.raw_input_processor()._parser = GoldParser(str(synthetic_raw / "valid.en.conllu"))
     tokens, lengths = task.get_interactive_tokens_and_lengths(lines, lambda x: x)
@@ -167,8 +167,7 @@ def test_raw_input_gives_heads_and_words_without_distances(synthetic_raw, synthe
     batch = raw.collater([raw[k] for k in range(len(raw))])["net_input"]
     assert "src_distances" not in batch
     sources = [task._raw_batch.lookup(t, task.source_dictionary.pad()) for t in tokens]
-    bare = side_inputs(sources, max(len(t) for t in tokens), heads=True, distances=False,
-                       tree=False, words=True)
+    bare = side_tensors(sources, max(len(t) for t in tokens), {"heads", "words"})
     assert set(bare) == {"src_heads", "src_words"}
     for k in range(len(lines)):
         want = stored.collater([stored[k]])["net_input"]

@@ -70,7 +70,7 @@ def sample_of(src, tgt, links=None, flat=None, ids=None):
     sample = {"net_input": net_input, "target": tgt, "ntokens": int(tgt.ne(pad).sum()),
               "id": torch.tensor(ids if ids is not None else list(range(src.size(0))))}
     if links is not None:
-        net_input["alignment_links"] = links
+        sample["alignment_links"] = links
     if flat is not None:
         sample["alignments"] = flat
     return sample
@@ -413,7 +413,7 @@ def test_tree2seq_supervises_word_and_phrase_weights_folded_onto_the_words():
     assert float(word_columns.sum(-1)[tgt_nonpad].max()) < 0.99
     folded = fold_phrase_attention(extra["memory_attn"][0], net_input["src_tree"], src_nonpad)
     torch.testing.assert_close(folded.sum(-1)[tgt_nonpad], torch.ones(int(tgt_nonpad.sum())))
-    pos = link_positions(net_input["alignment_links"], src_nonpad, tgt_nonpad)
+    pos = link_positions(sample["alignment_links"], src_nonpad, tgt_nonpad)
     gold = gold_attention(*pos, src_nonpad, tgt_nonpad)
     expected = ((folded - gold) ** 2).masked_fill(~rows, 0).sum()
     assert float(log["alignment_loss"]) == pytest.approx(float(expected), rel=1e-5)
@@ -451,7 +451,7 @@ def test_local_p_supervises_the_window_softmax_before_the_gaussian():
     torch.testing.assert_close(supervised.sum(-1)[tgt_nonpad], torch.ones(int(tgt_nonpad.sum())))
     assert float(extra["attn"][0].sum(-1)[tgt_nonpad].max()) < 0.99  # after the Gaussian
     rows = tgt_nonpad[:, :, None] & src_nonpad[:, None, :]
-    pos = link_positions(net_input["alignment_links"], src_nonpad, tgt_nonpad)
+    pos = link_positions(sample["alignment_links"], src_nonpad, tgt_nonpad)
     gold = gold_attention(*pos, src_nonpad, tgt_nonpad)
     expected = ((supervised - gold) ** 2).masked_fill(~rows, 0).sum()
     assert float(log["alignment_loss"]) == pytest.approx(float(expected), rel=1e-5)
@@ -494,7 +494,8 @@ def test_transformer_align_with_left_and_right_padded_sources(synthetic_databin)
     batch_r = ds_r.collater([ds_r[i] for i in range(8)])
     assert batch_l["net_input"]["src_tokens"][:, 0].eq(1).any()  # really left-padded
     assert batch_r["net_input"]["src_tokens"][:, -1].eq(1).any()
-    links_r = batch_r["net_input"]["alignment_links"]
+    links_r = batch_r["alignment_links"]
+    assert "alignment_links" not in batch_r["net_input"]
     assert len(batch_l["alignments"]) == int(links_r[..., 0].ge(0).sum()) > 0
     model.train()
     loss_l, _, log_l = crit_l(model, batch_l)

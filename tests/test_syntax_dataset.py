@@ -138,7 +138,7 @@ def make_dataset(n_sentences=9, seed=0, **kwargs):
     ds = SyntaxLanguagePairDataset(
         src, np.array([len(s) for s in src]), d, tgt, np.array([len(t) for t in tgt]), d,
         left_pad_source=False, align_dataset=aligns, heads=heads, words=words, tree=trees,
-        compute_distances=True, split="test", **kwargs,
+        inputs={"distances", "tree", "alignments"}, split="test", **kwargs,
     )
     ds.references = refs
     return ds, heads, trees, aligns
@@ -164,8 +164,8 @@ def test_collated_side_tensors_follow_fairseqs_sort():
         assert torch.equal(net["src_tree"][row, :k], trees[i].view(-1, 2))
         assert (net["src_tree"][row, k:] == -1).all()
         links = aligns[i].view(-1, 2)
-        assert torch.equal(net["alignment_links"][row, : links.size(0)], links)
-        assert (net["alignment_links"][row, links.size(0):] == -1).all()
+        assert torch.equal(batch["alignment_links"][row, : links.size(0)], links)
+        assert (batch["alignment_links"][row, links.size(0):] == -1).all()
 
 
 def test_side_file_length_mismatch_names_split_and_sentence():
@@ -246,7 +246,7 @@ def test_version_1_data_bin_is_refused_with_the_command_that_rebuilds_it(
         for suffix in ("en.bin", "vf.bin", "en.words.bin", "en.tree.bin", "en.heads.bin"):
             name = f"{split}.en-vf.{suffix}"
             assert (old / name).read_bytes() == (synthetic_databin / name).read_bytes(), name
-    assert new.words is not None and new.compute_distances
+    assert new.words is not None and new.inputs == {"distances", "heads", "words", "tree"}
 
 
 def test_recorded_command_is_the_rebuild_command(synthetic_databin):
@@ -280,7 +280,7 @@ def test_raw_input_gives_the_side_files_distances_and_trees(synthetic_raw, synth
     """fairseq-interactive's path (raw line -> words -> spm.model pieces -> parse -> side
     tensors) and the data-bin's side-files give the same heads, words, word-level
     distances and trees, on sentences with multi-piece words."""
-    from fairseq_syntax.data.raw_input import side_inputs
+    from fairseq_syntax.data.raw_input import side_tensors
 
     task = _setup_task(synthetic_databin, ["--load-distances", "--load-tree"])
     task.load_dataset("valid")
@@ -297,7 +297,7 @@ def test_raw_input_gives_the_side_files_distances_and_trees(synthetic_raw, synth
     raw_batch = raw.collater([raw[k] for k in range(len(raw))])
     sources = [task._raw_batch.lookup(t, task.source_dictionary.pad()) for t in tokens]
     width = max(len(t) for t in tokens)
-    bare = side_inputs(sources, width, heads=True, distances=True, tree=True)
+    bare = side_tensors(sources, width, {"distances", "tree"})
     for k, i in enumerate(chosen):
         want = stored.collater([stored[i]])["net_input"]
         n = len(tokens[k])

@@ -343,9 +343,12 @@ def test_architectures_are_registered():
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_syntax_inputs_and_attention_type(arch):
+def test_side_inputs_and_attention_type(arch):
+    args = argparse.Namespace()
+    ARCH_CONFIG_REGISTRY[arch](args)
+    assert SyntaxDirectedRNNModel.side_inputs(args) == ({"distances"} if arch in SYNTAX_ARCHS else set())
     model = build(arch)
-    assert model.syntax_inputs == (("distances",) if arch in SYNTAX_ARCHS else ())
+    assert model.encoder.side_input_keys == (("src_distances",) if arch in SYNTAX_ARCHS else ())
     expected = {"sdatt_global": "GlobalAttentionLayer", "sdatt_local_p": "LocalAttentionLayer",
                 "sdatt_syntax": "LocalAttentionLayer",
                 "sdatt_double_local_p": "DoubleContextAttentionLayer",

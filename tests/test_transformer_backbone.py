@@ -68,10 +68,21 @@ def test_incremental_decoding_equals_full_forward(overrides):
     torch.testing.assert_close(full, step, atol=1e-5, rtol=1e-5)
 
 
+class HeadsModel(SyntaxTransformerModel):
+    """The backbone declaring ``heads`` (its layers do not read them)."""
+
+    @classmethod
+    def side_inputs(cls, cfg):
+        return {"heads"}
+
+
 def test_incremental_decoding_after_beam_reorder_with_side_inputs():
     """fairseq's cross-attention cache keeps its keys when the beam is reordered (beam
     rows of one sentence share them), so rows move only within a sentence's beam."""
-    model = build_model("syntax_transformer_tiny")
+    args = argparse.Namespace()
+    syntax_transformer_tiny(args)
+    torch.manual_seed(0)
+    model = HeadsModel.build_model(args, FakeTask(tiny_dictionary(), tiny_dictionary(24))).eval()
     src, lengths, prev = random_batch(model, bsz=2)
     beam = torch.tensor([0, 0, 1, 1])  # two sentences, beam 2
     src, lengths = src[beam], lengths[beam]
@@ -86,6 +97,22 @@ def test_incremental_decoding_after_beam_reorder_with_side_inputs():
     torch.testing.assert_close(full, step, atol=1e-5, rtol=1e-5)
     assert torch.equal(encoder_out["src_heads"][0], heads)
     assert torch.equal(reordered["src_heads"][0], heads[order])
+
+
+def test_encoder_passes_on_only_the_declared_side_inputs():
+    model = build_model("syntax_transformer_tiny")  # declares none
+    src, lengths, _ = random_batch(model)
+    heads = torch.zeros_like(src)
+    with torch.no_grad():
+        encoder_out = model.encoder(src, lengths, src_heads=heads, src_tree=heads)
+    assert "src_heads" not in encoder_out and "src_tree" not in encoder_out
+    args = argparse.Namespace()
+    syntax_transformer_tiny(args)
+    declaring = HeadsModel.build_model(args, FakeTask(tiny_dictionary(), tiny_dictionary(24)))
+    with torch.no_grad():
+        encoder_out = declaring.encoder(src, lengths, src_heads=heads, src_tree=heads)
+    assert encoder_out["src_heads"][0] is heads and "src_tree" not in encoder_out
+    assert declaring.decoder.side_input_keys == ("src_heads",)
 
 
 def test_padding_does_not_change_a_sentence():
@@ -119,7 +146,7 @@ def test_left_padded_source_is_refused():
 class RecordingLayer(TransformerEncoderLayerBase):
     """An encoder layer that needs ``src_heads`` and records what it was given."""
 
-    syntax_inputs = ("src_heads",)
+    side_input_keys = ("src_heads",)
 
     def forward(self, x, encoder_padding_mask, attn_mask=None):
         self.seen = self.side_inputs["src_heads"]
@@ -131,12 +158,11 @@ class RecordingEncoder(SyntaxTransformerEncoder):
         return RecordingLayer(cfg)
 
 
-class RecordingModel(SyntaxTransformerModel):
-    syntax_inputs = ("heads",)
-
+class RecordingModel(HeadsModel):
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
-        return RecordingEncoder(cfg, src_dict, embed_tokens)
+        return RecordingEncoder(cfg, src_dict, embed_tokens,
+                                side_input_keys=cls.side_input_keys(cfg))
 
 
 def test_layers_that_declare_side_inputs_get_them_for_one_forward():

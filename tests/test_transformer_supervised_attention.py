@@ -38,9 +38,9 @@ def model_and_batch(**overrides):
     prev = torch.tensor([[eos, 10, 11], [eos, 12, pad]])
     links = torch.tensor([[[0, 0], [2, 0], [1, 1]], [[1, 0], [-1, -1], [-1, -1]]])
     net_input = {"src_tokens": src, "src_lengths": src.ne(pad).sum(1),
-                 "prev_output_tokens": prev, "alignment_links": links}
-    sample = {"net_input": net_input, "target": tgt, "ntokens": int(tgt.ne(pad).sum()),
-              "id": torch.tensor([0, 1])}
+                 "prev_output_tokens": prev}
+    sample = {"net_input": net_input, "target": tgt, "alignment_links": links,
+              "ntokens": int(tgt.ne(pad).sum()), "id": torch.tensor([0, 1])}
     return model, sample
 
 

@@ -15,8 +15,8 @@ positions only. So λ weighs the squared distance of one target token's attentio
 against that token's NLL; λ = 1 (the default) is the paper's equation 7.
 
 The gold matrix ``A*`` is built from the batch's links ``(i, t)``
-(``net_input["alignment_links"]`` of ``--task syntax_translation``, or fairseq's own
-``sample["alignments"]`` of ``--task translation --load-alignments``):
+(``sample["alignment_links"]`` of ``--task syntax_translation``, beside ``target``, or
+fairseq's own ``sample["alignments"]`` of ``--task translation --load-alignments``):
 
 1. binary ``B[t, i] = 1`` for each link (duplicates count once);
 2. ``--alignment-transform simple``: nothing more; ``smoothed``: each link spreads a
@@ -123,7 +123,6 @@ restarted stage T resumes from its own ``checkpoint_last.pt``). Keeping stage A'
 optimizer state instead (``--restore-file X`` alone) is also safe: frozen parameters
 are never stepped.
 """
-import inspect
 import logging
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -453,8 +452,6 @@ class SupervisedAttentionCrossEntropy(LabelSmoothedCrossEntropyCriterion):
             )
         if alignment_loss_only and attention_strategy != "alignment":
             raise ValueError("--alignment-loss-only needs --attention-strategy alignment")
-        # The syntax_translation task reads this to load the alignments.
-        self.syntax_inputs = ("alignments",)
         self.alignment_lambda = alignment_lambda
         self.alignment_transform = str(alignment_transform)
         self.alignment_window = alignment_window
@@ -467,7 +464,11 @@ class SupervisedAttentionCrossEntropy(LabelSmoothedCrossEntropyCriterion):
         self._frozen: Optional[List[Tuple[str, nn.Parameter]]] = None
         self._frozen_copy: Optional[List[Tensor]] = None
         self._frozen_model_id: Optional[int] = None
-        self._forward_args: Dict[type, Optional[set]] = {}
+
+    @classmethod
+    def side_inputs(cls, cfg):
+        """The side inputs the ``syntax_translation`` task loads for this criterion."""
+        return {"alignments"}
 
     # ---- strategies
 
@@ -528,21 +529,6 @@ class SupervisedAttentionCrossEntropy(LabelSmoothedCrossEntropyCriterion):
 
     # ---- forward
 
-    def _model_inputs(self, model: nn.Module, net_input: Dict) -> Dict:
-        """``net_input`` without the side inputs the model's ``forward`` does not accept
-        (e.g. ``alignment_links`` for fairseq's ``transformer_align``)."""
-        cls = type(unwrap_model(model))
-        if cls not in self._forward_args:
-            params = inspect.signature(unwrap_model(model).forward).parameters.values()
-            if any(p.kind == p.VAR_KEYWORD for p in params):
-                self._forward_args[cls] = None
-            else:
-                self._forward_args[cls] = {p.name for p in params}
-        accepted = self._forward_args[cls]
-        if accepted is None:
-            return net_input
-        return {k: v for k, v in net_input.items() if k in accepted}
-
     def forward(self, model, sample, reduce=True):
         """Loss, sample size and logging outputs (all summable across workers).
 
@@ -550,7 +536,7 @@ class SupervisedAttentionCrossEntropy(LabelSmoothedCrossEntropyCriterion):
         alignment term is added.
         """
         self._apply_strategy(model)
-        net_output = model(**self._model_inputs(model, sample["net_input"]))
+        net_output = model(**sample["net_input"])
         nll_part, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
         sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
         logging_output = {
@@ -589,9 +575,9 @@ class SupervisedAttentionCrossEntropy(LabelSmoothedCrossEntropyCriterion):
         target = sample["target"]
         src_nonpad = src_tokens.ne(self.padding_idx)
         tgt_nonpad = target.ne(self.padding_idx)
-        if "alignment_links" in net_input:
+        if sample.get("alignment_links") is not None:
             positions = link_positions(
-                net_input["alignment_links"], src_nonpad, tgt_nonpad, sample.get("id")
+                sample["alignment_links"], src_nonpad, tgt_nonpad, sample.get("id")
             )
         elif sample.get("alignments") is not None:
             positions = flat_alignment_positions(

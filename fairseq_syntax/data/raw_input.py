@@ -26,11 +26,11 @@ calls ``task.inference_step`` with a sample whose ``net_input`` holds only
    trees came from bracketed constituency parses (``--ptb-suffix``, manifest
    ``tree_source``) gets a warning: raw input has no such parse, so its trees are the
    head-outward binarisation of the dependency parse, other phrases than in training;
-4. **side tensors**: the dataset carries heads, words and trees, and its collater
-   computes the word-level distances; ``inference_step`` adds the same tensors
-   (``src_heads``, ``src_words``, ``src_distances``, ``src_tree``) to
-   fairseq-interactive's bare sample by looking its rows up among the lines it prepared
-   (:class:`RawInputBatch`);
+4. **side tensors**: the dataset carries the side-file rows of each line
+   (:meth:`RawSource.side_row`) and its collater builds the model's side inputs as in
+   training (:mod:`fairseq_syntax.data.side_inputs`); ``inference_step`` adds the same
+   tensors (:func:`side_tensors`) to fairseq-interactive's bare sample by looking its
+   rows up among the lines it prepared (:class:`RawInputBatch`);
 5. **word alignments**: with ``--print-alignment`` (hard), the subword links
    ``(source piece, target piece)`` are collapsed to word links ``(source word, target
    word)``: each piece maps to the word it belongs to (target words are the
@@ -42,7 +42,7 @@ calls ``task.inference_step`` with a sample whose ``net_input`` holds only
 import logging
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -51,8 +51,10 @@ from fairseq_syntax.syntax.subwords import (
     WORD_START, pieces_per_word, word_forms, word_index_of_pieces,
 )
 
+from . import side_inputs
 from .side_files import MANIFEST, check_format_version, read_manifest
-from .tree_tensors import EOS_WORD, HEAD_PAD, WORD_PAD, pad_rows, word_distances
+from .side_inputs import SIDE_INPUTS
+from .tree_tensors import EOS_WORD
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +91,16 @@ class RawSource:
         """The ``words`` side-file row: the word of each piece, then ``-1`` for eos."""
         return torch.tensor(self.word_of_piece + [EOS_WORD], dtype=torch.long)
 
+    def side_row(self, name: str) -> torch.Tensor:
+        """This line's row of the side-file of side input ``name``, as the data-bin's."""
+        if name == "heads":
+            return self.heads
+        if name == "words":
+            return self.words_row
+        if name == "tree":
+            return self.tree.reshape(-1)
+        raise KeyError(f"side input {name!r} has no side-file")
+
 
 class RawInputBatch:
     """The lines last prepared, looked up by their token ids (pad stripped)."""
@@ -102,21 +114,14 @@ class RawInputBatch:
         return self.by_tokens.get(tuple(row[row.ne(pad)].tolist()))
 
 
-def side_inputs(sources: Sequence[RawSource], src_len: int, heads: bool, distances: bool,
-                tree: bool, words: bool = False) -> Dict[str, torch.Tensor]:
-    """The ``net_input`` side tensors of a batch, exactly as
-    :meth:`SyntaxLanguagePairDataset.collater` builds them (right-padded source)."""
-    out: Dict[str, torch.Tensor] = {}
-    if heads or distances:
-        out["src_heads"] = pad_rows([s.heads for s in sources], src_len, HEAD_PAD)
-    if words or distances:
-        out["src_words"] = pad_rows([s.words_row for s in sources], src_len, WORD_PAD)
-    if distances:
-        out["src_distances"] = word_distances(out["src_heads"], out["src_words"])
-    if tree:
-        nodes = max(1, max(s.tree.size(0) for s in sources))
-        out["src_tree"] = pad_rows([s.tree for s in sources], nodes, -1, (2,))
-    return out
+def side_tensors(sources: Sequence[RawSource], src_len: int,
+                 names: Iterable[str]) -> Dict[str, torch.Tensor]:
+    """``{net_input key: tensor}`` of the model inputs ``names`` (and what they come with),
+    exactly as :meth:`SyntaxLanguagePairDataset.collater` builds them (right-padded source)."""
+    names = side_inputs.carried(names)
+    tensors = side_inputs.collate(names, lambda spec: [s.side_row(spec.name) for s in sources],
+                                  src_len)
+    return {SIDE_INPUTS[name].key: tensor for name, tensor in tensors.items()}
 
 
 class RawInputProcessor:

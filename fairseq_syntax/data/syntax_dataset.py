@@ -1,11 +1,11 @@
 """A LanguagePairDataset that carries source syntax and alignments with each sentence."""
-from typing import Optional
+from typing import Iterable, Optional
 
 import numpy as np
-import torch
 from fairseq.data import LanguagePairDataset
 
-from .tree_tensors import HEAD_PAD, WORD_PAD, pad_rows, word_distances
+from . import side_inputs
+from .side_inputs import SIDE_INPUTS
 
 
 class SyntaxLanguagePairDataset(LanguagePairDataset):
@@ -15,16 +15,13 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
 
     * ``heads``: ``n + 1`` head indices (``-1`` for the root; DESIGN.md section 2);
     * ``words``: ``n + 1`` word indices (the word of each token, ``-1`` for eos);
-    * ``tree``: the binary tree, ``[n - 1, 2]`` children (or empty);
+    * ``tree``: the binary tree, ``2 (n - 1)`` children (or empty);
     * ``alignment``: fairseq's own flat ``[2k]`` source-target links.
 
-    The collater adds, in the batch order fairseq's collate sorted into,
-    ``net_input["src_heads"]`` ``[B, S]`` (padding :data:`HEAD_PAD`),
-    ``net_input["src_words"]`` ``[B, S]`` (padding :data:`WORD_PAD`),
-    ``net_input["src_distances"]`` ``[B, S, S]`` (when ``compute_distances``: distances
-    between words, spread to their pieces, :func:`word_distances`),
-    ``net_input["src_tree"]`` ``[B, max(n) - 1, 2]`` (padding ``-1``) and
-    ``net_input["alignment_links"]`` ``[B, k_max, 2]`` (padding ``-1``). The source must
+    The collater adds the side inputs ``inputs`` (default: those whose rows are given;
+    alignments only where fairseq found their file) as the table
+    :data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS` says (key, level, collate
+    function, padding), in the batch order fairseq's collate sorted into. The source must
     be right-padded: position ``j`` of every side tensor is source token ``j``.
     """
 
@@ -34,7 +31,7 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
         heads=None,
         words=None,
         tree=None,
-        compute_distances: bool = False,
+        inputs: Optional[Iterable[str]] = None,
         split: str = "",
         **kwargs,
     ):
@@ -45,15 +42,25 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
                 "index source positions: drop --left-pad-source (a switch that turns left "
                 "padding on under --task syntax_translation)"
             )
-        if compute_distances and (heads is None or words is None):
-            raise ValueError(
-                "distance matrices are computed from the heads and the words of the subword "
-                "tokens: load the heads and words side-files"
-            )
         self.heads = heads
         self.words = words
         self.tree = tree
-        self.compute_distances = compute_distances
+        rows = {"heads": heads, "words": words, "tree": tree, "alignments": self.align_dataset}
+        self.side_rows = {name: row for name, row in rows.items() if row is not None}
+        if inputs is None:
+            inputs = self.side_rows
+        inputs = side_inputs.carried(side_inputs.checked(inputs, "the dataset"))
+        missing = sorted(name for name in inputs
+                         if SIDE_INPUTS[name].side_file and name not in self.side_rows)
+        if missing:
+            raise ValueError(
+                f"split '{split}': batches of side inputs {sorted(inputs)} need the "
+                f"{', '.join(missing)} side-files (fairseq_syntax/data/side_inputs.py), "
+                "which were not loaded"
+            )
+        # fairseq's own (alignments) only where it found the file
+        self.inputs = frozenset(name for name in inputs
+                                if name in self.side_rows or SIDE_INPUTS[name].computed_from)
         self.split = split
         self._check_side_sizes()
 
@@ -112,35 +119,20 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
 
     def __getitem__(self, index):
         example = super().__getitem__(index)
-        if self.heads is not None:
-            example["heads"] = self.heads[index].long()
-        if self.words is not None:
-            example["words"] = self.words[index].long()
-        if self.tree is not None:
-            example["tree"] = self.tree[index].long().view(-1, 2)
+        for name, rows in self.side_rows.items():
+            if SIDE_INPUTS[name].side_file:  # fairseq's own item holds the others
+                example[name] = rows[index].long()
         return example
 
     def collater(self, samples, pad_to_length=None):
         batch = super().collater(samples, pad_to_length=pad_to_length)
-        if len(samples) == 0 or "net_input" not in batch:
+        if len(samples) == 0 or "net_input" not in batch or not self.inputs:
             return batch
         by_id = {sample["id"]: sample for sample in samples}
         ordered = [by_id[i] for i in batch["id"].tolist()]
-        net_input = batch["net_input"]
-        src_len = net_input["src_tokens"].size(1)
-        if self.heads is not None:
-            heads = pad_rows([s["heads"] for s in ordered], src_len, HEAD_PAD)
-            net_input["src_heads"] = heads
-        if self.words is not None:
-            words = pad_rows([s["words"] for s in ordered], src_len, WORD_PAD)
-            net_input["src_words"] = words
-            if self.compute_distances:
-                net_input["src_distances"] = word_distances(heads, words)
-        if self.tree is not None:
-            nodes = max(1, max(s["tree"].size(0) for s in ordered))
-            net_input["src_tree"] = pad_rows([s["tree"] for s in ordered], nodes, -1, (2,))
-        if self.align_dataset is not None:
-            links = [s["alignment"].view(-1, 2) for s in ordered]
-            width = max(1, max(link.size(0) for link in links))
-            net_input["alignment_links"] = pad_rows(links, width, -1, (2,))
+        tensors = side_inputs.collate(
+            self.inputs, lambda spec: [s[spec.row_key] for s in ordered],
+            batch["net_input"]["src_tokens"].size(1),
+        )
+        side_inputs.place(batch, tensors)
         return batch

@@ -1,11 +1,12 @@
 """Model ``attentional_rnn``: the attentional RNN encoder-decoder all methods extend."""
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import List, Optional, Set
 
 import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import FairseqEncoderDecoderModel, register_model
 
+from fairseq_syntax.data.side_inputs import model_input_keys
 from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
 from fairseq_syntax.modules.initialization import init_uniform_
 from fairseq_syntax.modules.rnn_decoder import RNNDecoder
@@ -63,12 +64,16 @@ class AttentionalRNNModel(FairseqEncoderDecoderModel):
     Each paper's model is a subclass that overrides one hook:
     ``build_attention`` (the attentional layer of the decoder: an attention variant, an
     extra context vector, a decoder-state cache) or ``build_encoder_extensions``
-    (modules applied to the encoder output), and lists the side inputs it needs in
-    ``syntax_inputs`` (any of ``heads``, ``distances``, ``tree``, ``alignments``), which
-    the ``syntax_translation`` task then loads.
+    (modules applied to the encoder output), and declares the side inputs it reads in
+    :meth:`side_inputs`, which the ``syntax_translation`` task then loads and the encoder
+    passes on in its output.
     """
 
-    syntax_inputs: Tuple[str, ...] = ()
+    @classmethod
+    def side_inputs(cls, cfg) -> Set[str]:
+        """Names of :data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS` the model reads
+        with the options ``cfg``."""
+        return set()
 
     @classmethod
     def build_attention(cls, cfg, query_dim: int, key_dim: int) -> nn.Module:
@@ -84,6 +89,7 @@ class AttentionalRNNModel(FairseqEncoderDecoderModel):
         encoder = RNNEncoder(
             task.source_dictionary, cfg.encoder_embed_dim, cfg.encoder_hidden_size,
             cfg.encoder_layers, cfg.dropout, cls.build_encoder_extensions(cfg, encoder_dim),
+            side_input_keys=model_input_keys(cls.side_inputs(cfg)),
         )
         decoder = RNNDecoder(
             task.target_dictionary, cfg.decoder_embed_dim, cfg.decoder_hidden_size,

@@ -33,7 +33,9 @@ from fairseq_syntax.modules.parent_scaled_attention import ParentScaledEncoder
 class PascalTransformerModel(SyntaxTransformerModel):
     """The Transformer backbone with parent-scaled self-attention heads in its encoder."""
 
-    syntax_inputs = ("heads", "words")
+    @classmethod
+    def side_inputs(cls, cfg):
+        return {"heads", "words"}
 
     @classmethod
     def add_args(cls, parser):
@@ -69,6 +71,7 @@ class PascalTransformerModel(SyntaxTransformerModel):
             pascal_heads=_option(cfg, "pascal_heads", 1),
             sigma=_option(cfg, "pascal_sigma", 1.0),
             parent_ignoring=_option(cfg, "parent_ignoring", 0.0),
+            side_input_keys=cls.side_input_keys(cfg),
         )
 
 

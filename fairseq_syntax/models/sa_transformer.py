@@ -37,8 +37,6 @@ class SATransformerModel(SyntaxTransformerModel):
     """The Transformer backbone with tree-marginal (structured) self-attention heads in its
     encoder."""
 
-    syntax_inputs = ()
-
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
@@ -62,7 +60,8 @@ class SATransformerModel(SyntaxTransformerModel):
                 raise ValueError(f"--sa-layers {cfg.sa_layers!r}: give comma-separated "
                                  "encoder layer numbers, e.g. 0,1,2") from None
         return TreeMarginalEncoder(cfg, src_dict, embed_tokens, tree_layers=layers,
-                                   tree_heads=_option(cfg, "sa_heads", 1))
+                                   tree_heads=_option(cfg, "sa_heads", 1),
+                                   side_input_keys=cls.side_input_keys(cfg))
 
     @property
     def table3_column(self) -> str:

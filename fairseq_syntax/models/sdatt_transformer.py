@@ -45,7 +45,9 @@ SDATT_CONTEXTS = ("single", "double")
 class SDAttTransformerModel(SyntaxTransformerModel):
     """The Transformer backbone with syntax-directed cross-attention heads in its decoder."""
 
-    syntax_inputs = ("distances",)
+    @classmethod
+    def side_inputs(cls, cfg):
+        return {"distances"}
 
     @classmethod
     def add_args(cls, parser):
@@ -94,6 +96,7 @@ class SDAttTransformerModel(SyntaxTransformerModel):
             no_encoder_attn=cfg.no_cross_attention,
             alignment_layer=safe_getattr(cfg, "alignment_layer", None),
             alignment_heads=safe_getattr(cfg, "alignment_heads", None),
+            side_input_keys=cls.side_input_keys(cfg),
         )
 
 

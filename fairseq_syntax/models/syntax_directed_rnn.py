@@ -35,6 +35,7 @@ from typing import Optional
 import torch.nn as nn
 from fairseq.dataclass import ChoiceEnum
 from fairseq.models import register_model, register_model_architecture
+from fairseq.utils import safe_getattr
 
 from fairseq_syntax.data.tree_tensors import EOS_DISTANCE
 from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, AttentionalRNNModel
@@ -117,8 +118,13 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
 
     The attention weights the decoder returns are those that made the context: the local
     weights for a single context, the global weights for a double context.
-    ``syntax_inputs`` is ``("distances",)`` for the syntax-directed variants only.
+    The syntax-directed variants read the source distances (:meth:`side_inputs`).
     """
+
+    @classmethod
+    def side_inputs(cls, cfg):
+        kind = _value(safe_getattr(cfg, "attention_type", SyntaxDirectedRNNConfig.attention_type))
+        return {"distances"} if kind.split("+")[-1] == "syntax_directed" else set()
 
     @classmethod
     def build_local_weights(cls, cfg, query_dim: int) -> nn.Module:
@@ -144,13 +150,6 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
             return GlobalAttentionLayer(query_dim, key_dim, cfg.attention_score)
         layer = DoubleContextAttentionLayer if kind.startswith("global+") else LocalAttentionLayer
         return layer(query_dim, key_dim, cls.build_local_weights(cfg, query_dim), cfg.attention_score)
-
-    @classmethod
-    def build_model(cls, cfg, task):
-        model = super().build_model(cfg, task)
-        local = getattr(model.decoder.attention, "local_weights", None)
-        model.syntax_inputs = tuple(getattr(local, "syntax_inputs", ()))
-        return model
 
 
 def _arch(name: str, attention_type: str, doc: str):

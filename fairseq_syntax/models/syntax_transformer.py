@@ -26,7 +26,7 @@ of decoder layer ``--alignment-layer`` averaged over its first ``--alignment-hea
 (as fairseq's ``transformer_align`` picks them). Those heads alone receive the
 alignment gradient, and they are the attention ``--print-alignment`` prints.
 """
-from typing import Optional, Tuple
+from typing import Optional, Set
 
 from fairseq.models import register_model, register_model_architecture
 from fairseq.utils import safe_getattr
@@ -37,6 +37,7 @@ from fairseq.models.transformer import (
     transformer_iwslt_de_en,
 )
 
+from fairseq_syntax.data.side_inputs import model_input_keys
 from fairseq_syntax.modules.transformer_decoder import SyntaxTransformerDecoder
 from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
 
@@ -47,13 +48,22 @@ class SyntaxTransformerModel(TransformerModel):
     layers can read the batch's side inputs.
 
     Each mechanism is a subclass that overrides ``build_encoder`` or ``build_decoder``
-    (to build layers of its own) and lists the side inputs it needs in
-    ``syntax_inputs`` (any of ``heads``, ``distances``, ``tree``, ``alignments``), which
-    the ``syntax_translation`` task then loads; a layer that reads them declares the
-    ``net_input`` names in its own ``syntax_inputs`` and finds them in ``side_inputs``.
+    (to build layers of its own, passing on :meth:`side_input_keys`) and declares the
+    side inputs it reads in :meth:`side_inputs`, which the ``syntax_translation`` task
+    then loads; a layer that reads them names their batch keys in its
+    ``side_input_keys`` and finds them in its ``side_inputs``.
     """
 
-    syntax_inputs: Tuple[str, ...] = ()
+    @classmethod
+    def side_inputs(cls, cfg) -> Set[str]:
+        """Names of :data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS` the model reads
+        with the options ``cfg``."""
+        return set()
+
+    @classmethod
+    def side_input_keys(cls, cfg):
+        """The batch keys of :meth:`side_inputs`, which the encoder and decoder carry."""
+        return model_input_keys(cls.side_inputs(cfg))
 
     @classmethod
     def add_args(cls, parser):
@@ -71,7 +81,8 @@ class SyntaxTransformerModel(TransformerModel):
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
-        return SyntaxTransformerEncoder(cfg, src_dict, embed_tokens)
+        return SyntaxTransformerEncoder(cfg, src_dict, embed_tokens,
+                                        side_input_keys=cls.side_input_keys(cfg))
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
@@ -79,6 +90,7 @@ class SyntaxTransformerModel(TransformerModel):
             cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention,
             alignment_layer=safe_getattr(cfg, "alignment_layer", None),
             alignment_heads=safe_getattr(cfg, "alignment_heads", None),
+            side_input_keys=cls.side_input_keys(cfg),
         )
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens,

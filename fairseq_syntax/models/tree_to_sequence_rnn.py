@@ -153,7 +153,9 @@ class TreeToSequenceModel(AttentionalRNNModel):
     (``--length-prior``) of the paper work with this and every other architecture.
     """
 
-    syntax_inputs = ("tree",)
+    @classmethod
+    def side_inputs(cls, cfg):
+        return {"tree"}
 
     @classmethod
     def build_attention(cls, cfg, query_dim: int, key_dim: int) -> nn.Module:

@@ -26,7 +26,7 @@ is the single-context attentional layer built on them (the double-context layer 
 :mod:`fairseq_syntax.modules.double_context`). Everything is batched: no Python loop
 over sentences or positions.
 """
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import torch
 import torch.nn as nn
@@ -183,8 +183,6 @@ def syntax_directed_weights(scores: Tensor, row: Tensor, padding_mask: Tensor, m
 class LocalPWeights(nn.Module):
     """Local-p weights (Luong et al. 2015) with their own position predictor."""
 
-    syntax_inputs: Tuple[str, ...] = ()
-
     def __init__(self, query_dim: int, window: float = 10.0, sigma: Optional[float] = None):
         super().__init__()
         self.predictor = PositionPredictor(query_dim)
@@ -202,7 +200,7 @@ class SyntaxDirectedWeights(nn.Module):
     """Syntax-directed weights (Chen et al. 2017) with their own position predictor.
 
     Reads ``encoder_out["src_distances"]`` ``[B, S, S]`` (the ``syntax_translation`` task
-    provides it when the model lists ``distances`` in ``syntax_inputs``).
+    provides it when the model declares ``distances`` in its ``side_inputs``).
 
     ``interpolate=True`` (the default) takes ``M[p_i]`` by linear interpolation between the
     rows of ``⌊p_i⌋`` and ``⌈p_i⌉``; the neighbourhood is then the positions whose
@@ -219,8 +217,6 @@ class SyntaxDirectedWeights(nn.Module):
     weights by it and renormalises, as the paper's text and Luong's local-p do (see
     :func:`syntax_directed_weights`). Default :data:`DEFAULT_GAUSSIAN_READING`.
     """
-
-    syntax_inputs: Tuple[str, ...] = ("distances",)
 
     def __init__(self, query_dim: int, max_distance: float = 4.0, sigma: Optional[float] = None,
                  interpolate: bool = True, gaussian_on: str = DEFAULT_GAUSSIAN_READING):

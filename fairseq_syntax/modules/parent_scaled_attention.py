@@ -103,7 +103,7 @@ class ParentScaledEncoderLayer(TransformerEncoderLayerBase):
     """fairseq's encoder layer with a :class:`ParentScaledSelfAttention`; it reads the
     batch's ``src_heads`` and ``src_words`` (handed over by the encoder)."""
 
-    syntax_inputs = ("src_heads", "src_words")
+    side_input_keys = ("src_heads", "src_words")
 
     def __init__(self, cfg, pascal_heads: int, sigma: float, parent_ignoring: float):
         if sigma <= 0:
@@ -135,7 +135,7 @@ class ParentScaledEncoder(SyntaxTransformerEncoder):
     :class:`ParentScaledEncoderLayer`."""
 
     def __init__(self, cfg, dictionary, embed_tokens, pascal_layers, pascal_heads: int,
-                 sigma: float, parent_ignoring: float):
+                 sigma: float, parent_ignoring: float, **kwargs):
         layers = cfg.encoder.layers
         chosen = range(layers) if pascal_layers is None else pascal_layers
         bad = [i for i in chosen if not 0 <= i < layers]
@@ -145,7 +145,7 @@ class ParentScaledEncoder(SyntaxTransformerEncoder):
         self.pascal_layers = frozenset(chosen)
         self.pascal_options = (pascal_heads, sigma, parent_ignoring)
         self.layers_built = 0
-        super().__init__(cfg, dictionary, embed_tokens)
+        super().__init__(cfg, dictionary, embed_tokens, **kwargs)
 
     def build_encoder_layer(self, cfg):
         index, self.layers_built = self.layers_built, self.layers_built + 1

@@ -23,14 +23,16 @@ class RNNEncoder(FairseqEncoder):
     ``annotations`` ``[B, S, 2H]`` (one per source position, eos included),
     ``padding_mask`` ``[B, S]``, ``summary_hidden``/``summary_cell`` ``[B, 2H]`` (the top
     layer's last forward and first backward states, which initialise the decoder), and
-    every side input of the batch (``src_heads``, ``src_distances``, ...) unchanged.
+    the batch's side inputs ``side_input_keys`` (those the model declared, e.g.
+    ``src_tree``) unchanged; other keyword inputs are ignored.
     ``extensions`` (e.g. a Tree-LSTM or a structured self-attention) each take and
     return that dict, adding or replacing entries. Every tensor in it has the batch on
     dimension 0, so ``reorder_encoder_out`` needs no knowledge of the extensions.
     """
 
     def __init__(self, dictionary, embed_dim: int, hidden_size: int, num_layers: int,
-                 dropout: float, extensions: Sequence[nn.Module] = ()):
+                 dropout: float, extensions: Sequence[nn.Module] = (),
+                 side_input_keys: Sequence[str] = ()):
         super().__init__(dictionary)
         self.padding_idx = dictionary.pad()
         self.embed_tokens = nn.Embedding(len(dictionary), embed_dim, padding_idx=self.padding_idx)
@@ -41,6 +43,7 @@ class RNNEncoder(FairseqEncoder):
         self.dropout = dropout
         self.output_dim = 2 * hidden_size
         self.extensions = nn.ModuleList(extensions)
+        self.side_input_keys = tuple(side_input_keys)
 
     def forward(self, src_tokens: Tensor, src_lengths: Tensor, **side_inputs) -> Dict[str, Tensor]:
         padding_mask = src_tokens.eq(self.padding_idx)
@@ -59,7 +62,7 @@ class RNNEncoder(FairseqEncoder):
             "summary_hidden": torch.cat([h[-2], h[-1]], dim=-1),
             "summary_cell": torch.cat([c[-2], c[-1]], dim=-1),
         }
-        encoder_out.update({k: v for k, v in side_inputs.items() if torch.is_tensor(v)})
+        encoder_out.update({k: side_inputs[k] for k in self.side_input_keys if k in side_inputs})
         for extension in self.extensions:
             encoder_out = extension(encoder_out)
         return encoder_out

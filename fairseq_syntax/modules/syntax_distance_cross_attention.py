@@ -234,7 +234,7 @@ class SyntaxDistanceDecoderLayer(TransformerDecoderLayerBase):
     """fairseq's decoder layer with a :class:`SyntaxDistanceCrossAttention`; it reads the
     batch's ``src_distances`` (handed over by the decoder, in the beam's order)."""
 
-    syntax_inputs = ("src_distances",)
+    side_input_keys = ("src_distances",)
 
     def __init__(self, cfg, no_encoder_attn: bool, sdatt_heads: int, max_distance: float,
                  sigma: float, double_context: bool):

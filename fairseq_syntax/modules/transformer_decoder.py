@@ -1,6 +1,6 @@
 """The Transformer backbone's decoder: fairseq's own, handing the side inputs that
-``encoder_out`` carries to the layers that need them."""
-from typing import Dict, List, Optional
+``encoder_out`` carries to the layers that read them."""
+from typing import Dict, List, Optional, Sequence
 
 from fairseq.models.transformer import TransformerDecoderBase
 from torch import Tensor
@@ -10,9 +10,10 @@ from fairseq_syntax.modules.transformer_encoder import bound_side_inputs, side_i
 
 class SyntaxTransformerDecoder(TransformerDecoderBase):
     """fairseq's Transformer decoder (the one ``--arch transformer`` builds, with its own
-    initialisation and incremental state). Layers that declare ``syntax_inputs`` get the
-    side inputs of ``encoder_out`` (in the beam's current order) as ``side_inputs`` for
-    the duration of each forward.
+    initialisation and incremental state). Layers that read side inputs (their
+    ``side_input_keys``) get those of ``side_input_keys`` (the model's) that
+    ``encoder_out`` carries, in the beam's current order, as ``side_inputs`` for the
+    duration of each forward.
 
     ``extra["attn"][0]`` is ``[B, T, S]``: the cross-attention of decoder layer
     ``alignment_layer`` (0 = the bottom one; negative counts from the top; default the
@@ -25,9 +26,10 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
 
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn: bool = False,
                  output_projection=None, alignment_layer: Optional[int] = None,
-                 alignment_heads: Optional[int] = None):
+                 alignment_heads: Optional[int] = None, side_input_keys: Sequence[str] = ()):
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn,
                          output_projection=output_projection)
+        self.side_input_keys = tuple(side_input_keys)
         layers = cfg.decoder.layers
         if alignment_layer is not None:
             if not -layers <= alignment_layer < layers:
@@ -54,7 +56,7 @@ class SyntaxTransformerDecoder(TransformerDecoderBase):
             alignment_layer = self.alignment_layer
         if alignment_heads is None:
             alignment_heads = self.alignment_heads
-        with bound_side_inputs(self.layers, side_inputs_of(encoder_out)):
+        with bound_side_inputs(self.layers, side_inputs_of(encoder_out, self.side_input_keys)):
             return super().extract_features(
                 prev_output_tokens, encoder_out, incremental_state, full_context_alignment,
                 alignment_layer, alignment_heads,

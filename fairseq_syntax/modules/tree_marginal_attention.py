@@ -163,7 +163,7 @@ class TreeMarginalEncoder(SyntaxTransformerEncoder):
     head of the highest tree layer, batch first (reordered with the beam).
     """
 
-    def __init__(self, cfg, dictionary, embed_tokens, tree_layers, tree_heads: int):
+    def __init__(self, cfg, dictionary, embed_tokens, tree_layers, tree_heads: int, **kwargs):
         layers = cfg.encoder.layers
         chosen = [layers - 1] if tree_layers is None else list(tree_layers)
         bad = [i for i in chosen if not 0 <= i < layers]
@@ -173,7 +173,7 @@ class TreeMarginalEncoder(SyntaxTransformerEncoder):
         self.tree_layers = frozenset(chosen)
         self.tree_heads = tree_heads
         self.layers_built = 0
-        super().__init__(cfg, dictionary, embed_tokens)
+        super().__init__(cfg, dictionary, embed_tokens, **kwargs)
         self.tree_attention = [self.layers[i].self_attn for i in sorted(self.tree_layers)]
 
     def build_encoder_layer(self, cfg):

@@ -9,19 +9,12 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import DictConfig, open_dict
 
-from fairseq_syntax.data.side_files import (
-    HEADS,
-    TREE,
-    WORDS,
-    check_format_version,
-    read_side_file,
-    side_file_prefix,
-)
+from fairseq_syntax.data import side_inputs
+from fairseq_syntax.data.side_files import check_format_version, read_side_file, side_file_prefix
+from fairseq_syntax.data.side_inputs import SIDE_INPUTS
 from fairseq_syntax.data.syntax_dataset import SyntaxLanguagePairDataset
 
 logger = logging.getLogger(__name__)
-
-SYNTAX_INPUTS = ("heads", "distances", "tree", "alignments")
 
 
 @dataclass
@@ -101,11 +94,11 @@ class SyntaxTranslationTask(TranslationTask):
     """Translation whose batches carry source dependency heads, tree-distance matrices,
     binary trees and word alignments (DESIGN.md section 2).
 
-    A side input is loaded when its option is given or when the model (built before
-    the data is loaded, by fairseq-train and fairseq-generate alike) lists it in its
-    ``syntax_inputs`` (a model may also list ``words``: the words side-file alone, as
-    ``src_words``); a model that needs none pays nothing. A data-bin whose manifest
-    records another side-file ``format_version`` is refused as soon as a side input is
+    A side input (:data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS`) is loaded when
+    its option is given or when the model or the criterion (built before the data is
+    loaded, by fairseq-train and fairseq-generate alike) declares it in its class method
+    ``side_inputs(cfg)``; a model that needs none pays nothing. A data-bin whose manifest
+    records another side-file ``format_version`` is refused as soon as a side-file is
     loaded, with the command that rebuilds it.
     """
 
@@ -113,58 +106,52 @@ class SyntaxTranslationTask(TranslationTask):
 
     def __init__(self, cfg, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
-        self.model_inputs = set()
+        self.declared_inputs = set()  # what the model and the criterion declare
         self._raw_processor = None  # fairseq-interactive: words, subwords, parses of raw input
         self._raw_batch = None  # the raw lines last prepared (RawInputBatch)
         self._bpe_given = False
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
-        self.model_inputs |= set(getattr(model, "syntax_inputs", ()))
+        self.declared_inputs |= side_inputs.declared_by(type(model), cfg)
         return model
 
     def build_criterion(self, cfg, from_checkpoint=False):
         criterion = super().build_criterion(cfg, from_checkpoint)
-        self.model_inputs |= set(getattr(criterion, "syntax_inputs", ()))
+        self.declared_inputs |= side_inputs.declared_by(type(criterion), cfg)
         return criterion
 
     @property
-    def syntax_inputs(self):
-        """The side inputs batches will carry (options plus what the model needs)."""
-        wanted = set(self.model_inputs)
-        for name in SYNTAX_INPUTS:
-            if getattr(self.cfg, f"load_{name}", False):
-                wanted.add(name)
-        if "distances" in wanted:
-            wanted.add("heads")
-        return wanted
+    def requested_inputs(self):
+        """The side inputs asked for (declared, or by their option) and what they imply."""
+        options = {name for name, spec in SIDE_INPUTS.items()
+                   if spec.option and getattr(self.cfg, spec.option, False)}
+        return side_inputs.requested(self.declared_inputs | options)
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        wanted = self.syntax_inputs
-        if "alignments" in wanted:
-            self.cfg.load_alignments = True
+        wanted = self.requested_inputs
+        for name in wanted:  # those fairseq's own dataset loads: switch its option on
+            spec = SIDE_INPUTS[name]
+            if not spec.side_file and not spec.computed_from:
+                setattr(self.cfg, spec.option, True)
         super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         data_path = self.cfg.data.split(":")[0]
         src, tgt = self.cfg.source_lang, self.cfg.target_lang
-        side = {}
-        kinds = [(HEADS, "heads"), (WORDS, "words"), (TREE, "tree")]
-        if any(name in wanted for _, name in kinds) or "distances" in wanted:
+        files = [spec for name, spec in SIDE_INPUTS.items()
+                 if spec.side_file and name in side_inputs.carried(wanted)]
+        if files:
             check_format_version(data_path)  # refuses side-files of another format
-        for kind, name in kinds:
-            if name not in wanted and not (name == "words" and "distances" in wanted):
-                continue
-            prefix = side_file_prefix(data_path, split, src, tgt, kind)
-            side[name] = read_side_file(prefix, split)
-            if side[name] is None:
+        side = {}
+        for spec in files:
+            prefix = side_file_prefix(data_path, split, src, tgt, spec.side_file)
+            side[spec.name] = read_side_file(prefix, split)
+            if side[spec.name] is None:
                 raise FileNotFoundError(
-                    f"split '{split}': the {kind} side-file {prefix}.bin/.idx is missing; "
-                    "make the data-bin with fairseq-syntax-preprocess"
+                    f"split '{split}': the {spec.side_file} side-file {prefix}.bin/.idx is "
+                    "missing; make the data-bin with fairseq-syntax-preprocess"
                 )
         self.datasets[split] = SyntaxLanguagePairDataset.from_pair_dataset(
-            self.datasets[split],
-            compute_distances="distances" in wanted,
-            split=split,
-            **side,
+            self.datasets[split], inputs=wanted, split=split, **side,
         )
         logger.info(f"[{split}] syntax inputs: {sorted(wanted) or 'none'}")
 
@@ -188,9 +175,9 @@ class SyntaxTranslationTask(TranslationTask):
     # (fairseq_syntax/data/raw_input.py explains the steps and the hooks).
 
     @property
-    def inference_syntax(self):
-        """The side inputs a model needs at inference (alignments are never needed)."""
-        return self.syntax_inputs - {"alignments"}
+    def inference_inputs(self):
+        """The side inputs a model needs at inference: the requested model inputs."""
+        return frozenset(name for name in self.requested_inputs if not SIDE_INPUTS[name].target)
 
     def raw_input_processor(self):
         if self._raw_processor is None:
@@ -217,7 +204,7 @@ class SyntaxTranslationTask(TranslationTask):
         processor = self.raw_input_processor()
         sources = processor.encode(lines, self.source_dictionary,
                                    encode_fn if self._bpe_given else None)
-        if self.inference_syntax:
+        if self.inference_inputs:
             processor.parse(sources)
         self._raw_batch = RawInputBatch(sources)
         tokens = [s.tokens for s in sources]
@@ -231,7 +218,7 @@ class SyntaxTranslationTask(TranslationTask):
         return [self._raw_batch.lookup(row, pad) for row in src_tokens]
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
-        wanted = self.inference_syntax
+        wanted = self.inference_inputs
         side = {}
         if wanted:
             sources = self._raw_sources(src_tokens)
@@ -253,12 +240,9 @@ class SyntaxTranslationTask(TranslationTask):
                         )
                 processor.parse(sources)
                 self._raw_batch = RawInputBatch(sources)
-            if "heads" in wanted or "distances" in wanted:
-                side["heads"] = [s.heads for s in sources]
-            if "distances" in wanted or "words" in wanted:
-                side["words"] = [s.words_row for s in sources]
-            if "tree" in wanted:
-                side["tree"] = [s.tree.reshape(-1) for s in sources]
+            side = {spec.name: [s.side_row(spec.name) for s in sources]
+                    for name, spec in SIDE_INPUTS.items()
+                    if spec.side_file and name in side_inputs.carried(wanted)}
         return SyntaxLanguagePairDataset(
             src_tokens,
             src_lengths,
@@ -266,7 +250,7 @@ class SyntaxTranslationTask(TranslationTask):
             tgt_dict=self.target_dictionary,
             constraints=constraints,
             left_pad_source=False,
-            compute_distances="distances" in wanted,
+            inputs=wanted,
             split="inference",
             **side,
         )
@@ -278,20 +262,16 @@ class SyntaxTranslationTask(TranslationTask):
         sources = self._raw_sources(net_input["src_tokens"])
         if sources is not None and any(s is None for s in sources):
             sources = None
-        wanted = self.inference_syntax
-        missing = {"heads": "src_heads", "words": "src_words", "distances": "src_distances",
-                   "tree": "src_tree"}
-        if wanted and any(missing[k] not in net_input for k in wanted):
+        wanted = self.inference_inputs
+        if any(key not in net_input for key in side_inputs.model_input_keys(wanted)):
             if sources is None:
                 raise ValueError(
                     f"this model needs source syntax ({', '.join(sorted(wanted))}) that the "
                     "batch does not carry"
                 )
-            from fairseq_syntax.data.raw_input import side_inputs
+            from fairseq_syntax.data.raw_input import side_tensors
 
-            extra = side_inputs(sources, net_input["src_tokens"].size(1),
-                                heads="heads" in wanted, distances="distances" in wanted,
-                                tree="tree" in wanted, words="words" in wanted)
+            extra = side_tensors(sources, net_input["src_tokens"].size(1), wanted)
             device = net_input["src_tokens"].device
             sample = dict(sample)
             sample["net_input"] = {**net_input, **{k: v.to(device) for k, v in extra.items()}}

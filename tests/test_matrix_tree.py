@@ -110,6 +110,27 @@ def test_brute_force_large_offset():
     assert abs(log_z.item() - (z_bf + 4 * 1000.0)) < 1e-8 * 4000
 
 
+def test_clamped_scores_keep_a_dominant_cycle_finite_a_dominant_cycle_finite():
+    """The SA-NMT arc-score clamp (structured_attention_rnn). Scores far apart, as a run reached before its NaN gradients (±187): a dominant
+    2-cycle 0 <-> 1 makes the float32 Laplacian singular once the other arcs underflow
+    to 0. Clamped, the float32 marginals are finite and equal float64 enumeration of the
+    clamped scores' trees."""
+    n = 4
+    head = torch.full((1, n, n), -150.0)
+    head[0, 0, 1] = head[0, 1, 0] = 150.0
+    head[0, 2, 3] = 40.0
+    root = torch.full((1, n), -150.0)
+    with pytest.raises(torch.linalg.LinAlgError, match="singular"):
+        dependency_marginals(head, root)  # unclamped float32
+    bounded_head, bounded_root = head.clamp(-5, 7), root.clamp(-5, 7)
+    edge, root_marginals = dependency_marginals(bounded_head, bounded_root)
+    assert torch.isfinite(edge).all() and torch.isfinite(root_marginals).all()
+    ref_edge, ref_root, _ = brute_force(bounded_head[0].double().numpy(),
+                                        bounded_root[0].double().numpy())
+    np.testing.assert_allclose(edge[0].double().numpy(), ref_edge, atol=1e-5)
+    np.testing.assert_allclose(root_marginals[0].double().numpy(), ref_root, atol=1e-5)
+
+
 def padded_batch(lengths, seed, where="end"):
     """Sentences of given lengths in one batch, garbage in the padded scores.
 

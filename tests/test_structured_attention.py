@@ -1,5 +1,6 @@
 """Structured-attention NMT (Tran & Bisk 2018): encoder layers, decoder layers, the six
 architectures through fairseq's command lines, and fairseq-syntax-induced-trees."""
+import argparse
 import math
 import sys
 
@@ -11,6 +12,7 @@ import torch
 from conftest import USER_DIR, generate_args, train_args
 from model_utils import build_model, incremental_log_probs, random_batch
 
+from fairseq_syntax.models.structured_attention_rnn import StructuredAttentionRNNModel
 from fairseq_syntax.modules.matrix_tree import dependency_marginals
 from fairseq_syntax.modules.structured_attention import (
     FlatSelfAttention, StructuredSelfAttention, head_weights, straight_through_heads, word_mask,
@@ -172,8 +174,8 @@ def test_one_set_annotation_is_x_plus_gated_expected_head_by_hand():
 
 
 def test_arc_score_clamp_bounds_the_scores():
-    """``--clamp-arc-scores``: the arc and root scores enter the matrix-tree theorem
-    clamped to the authors' [-5, 7]; off by default."""
+    """The arc and root scores enter the matrix-tree theorem clamped to the authors'
+    [-5, 7]: the sa_nmt* presets' default, off with --no-arc-score-clamp."""
     torch.manual_seed(5)
     layer = StructuredSelfAttention(8, 4, clamp=(-5.0, 7.0)).eval()
     plain = StructuredSelfAttention(8, 4).eval()
@@ -197,11 +199,19 @@ def test_arc_score_clamp_bounds_the_scores():
     expected = dependency_marginals(raw_head.clamp(-5, 7), raw_root.clamp(-5, 7), mask)
     torch.testing.assert_close(out["head_marginals"], expected[0])
     torch.testing.assert_close(out["root_marginals"], expected[1])
-    # through the model options: on with --clamp-arc-scores, off by default, refused for FA
-    assert build_model("sa_nmt_shared", clamp_arc_scores=True).encoder.extensions[0].clamp == (-5.0, 7.0)
-    assert build_model("sa_nmt_hard").encoder.extensions[0].clamp is None
+    # through the model options: on by default, off with --no-arc-score-clamp, refused for FA
+    for arch in ("sa_nmt_shared", "sa_nmt", "sa_nmt_1set", "sa_nmt_hard"):
+        assert build_model(arch).encoder.extensions[0].clamp == (-5.0, 7.0)
+    assert build_model("sa_nmt_hard", no_arc_score_clamp=True).encoder.extensions[0].clamp is None
+    # a checkpoint's config from before the option keeps its own setting (clamp_arc_scores)
+    old = dict(self_attention="structured", head_selection="hard", syntax_context="shared",
+               self_attention_dim=0, dropout=0.0)
+    for clamp_arc_scores, expected in ((False, None), (True, (-5.0, 7.0))):
+        cfg = argparse.Namespace(clamp_arc_scores=clamp_arc_scores, **old)
+        layer, = StructuredAttentionRNNModel.build_encoder_extensions(cfg, 8)
+        assert layer.clamp == expected
     with pytest.raises(ValueError, match="--self-attention structured"):
-        build_model("fa_nmt_shared", clamp_arc_scores=True)
+        build_model("fa_nmt_shared", no_arc_score_clamp=True)
     with pytest.raises(ValueError, match="min < max"):
         StructuredSelfAttention(8, clamp=(7.0, -5.0))
 

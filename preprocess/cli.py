@@ -26,7 +26,7 @@ import os
 import sys
 from typing import List, Optional
 
-from fairseq_syntax.syntax.errors import SyntaxInputError
+from fairseq_syntax.syntax.errors import exit_on_input_error
 
 PROG = "fairseq-syntax-preprocess"
 
@@ -182,18 +182,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     from .pipeline import run
 
     try:
-        run(args)
+        with exit_on_input_error(PROG):
+            run(args)
     except Interrupted as stop:
         print(f"{PROG}: error: {stop}; removed the unfinished data-bin, {args.destdir} is as it "
               "was", file=sys.stderr)
         sys.exit(128 + stop.signum)
-    except SyntaxInputError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        sys.exit(1)
-    except OSError as err:
-        where = f"{err.filename}: " if err.filename else ""
-        print(f"{PROG}: error: {where}{err.strerror or err}", file=sys.stderr)
-        sys.exit(1)
     return 0
 
 

@@ -55,7 +55,7 @@ from fairseq_syntax.syntax.alignment_scores import (
     read_pharaoh_file,
     score_alignments,
 )
-from fairseq_syntax.syntax.errors import SyntaxInputError
+from fairseq_syntax.syntax.errors import SyntaxInputError, exit_on_input_error
 from fairseq_syntax.syntax.pharaoh import format_pharaoh
 from fairseq_syntax.syntax.subwords import pieces_per_word, word_index_of_pieces, word_links
 from fairseq_syntax.syntax.text_io import iter_decoded_lines
@@ -305,15 +305,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("--threshold must be in [0, 1)")
     if args.text is not None and args.hypothesis is None:
         parser.error("--text goes with --hypothesis (generate output carries its own text)")
-    try:
+    with exit_on_input_error(PROG):
         scores = score(args)
-    except SyntaxInputError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        sys.exit(1)
-    except OSError as err:
-        where = f"{err.filename}: " if err.filename else ""
-        print(f"{PROG}: error: {where}{err.strerror or err}", file=sys.stderr)
-        sys.exit(1)
     if args.json:
         print(json.dumps(scores, sort_keys=True))
     else:

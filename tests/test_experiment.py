@@ -411,3 +411,170 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_only_with_the_same_comma
     (row, _, _), = experiment.run_method(method, 1, corpus, args, {})
     assert trained == [False, True, False]
     assert row.error == "stop after the training command"
+
+
+# --------------------------------------------------------------------- Transformer family
+
+# the settings the committed RNN records were written with (docs/results/synthetic,
+# attentional_rnn.seed1.json and the model_args variant): a change here makes every
+# committed record stale, and the experiment would train them all again
+RNN_SETTINGS = {
+    "corpus": "synthetic",
+    "corpus_description": "synthetic en→vf corpus (`fairseq-syntax-synthetic --seed 1`, "
+    "grammar version 2), 20000/200/500/500 train/valid/test/gen pairs, sentencepiece "
+    "vocabulary 1000, gold trees and alignments",
+    "method": "attentional_rnn", "arch": "attentional_rnn",
+    "criterion": ["--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1"],
+    "label_smoothing": 0.1, "embed_dim": 96, "encoder_hidden": 128, "decoder_hidden": 256,
+    "dropout": 0.1, "optimizer": "adam", "lr": 0.003, "clip_norm": 1.0, "max_tokens": 3000,
+    "updates": 2400, "epochs": None, "max_minutes": None, "checkpoint": "best",
+    "decoding": ["--beam", "5", "--batch-size", "64", "--max-len-a", "1.5", "--max-len-b",
+                 "10", "--post-process", "sentencepiece"],
+}
+
+
+def test_rnn_settings_are_the_ones_of_the_committed_records():
+    args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
+    description = experiment.corpus_description(args)
+    assert description == RNN_SETTINGS["corpus_description"]
+    expected = {
+        "attentional_rnn": RNN_SETTINGS,
+        "attentional_rnn+supervised_attention": dict(
+            RNN_SETTINGS, method="attentional_rnn+supervised_attention",
+            criterion=["--criterion", "supervised_attention_cross_entropy",
+                       "--label-smoothing", "0.1"]),
+        "sdatt_double_syntax+gaussian_weights": dict(
+            RNN_SETTINGS, method="sdatt_double_syntax+gaussian_weights",
+            arch="sdatt_double_syntax", model_args=["--syntax-gaussian", "weights"]),
+        "tree2seq+length_prior": dict(
+            RNN_SETTINGS, method="tree2seq+length_prior", arch="tree2seq",
+            decoding=[*RNN_SETTINGS["decoding"], "--length-prior"]),
+    }
+    for key, settings in expected.items():
+        method = next(m for m in experiment.all_methods() if key in experiment.method_keys([m]))
+        assert method.family == "rnn"
+        assert experiment.run_settings(method, key, args, description) == settings
+    # the Transformer recipe given on the command line changes no RNN setting
+    other = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w",
+                                   "--transformer-recipe", "lr=0.01,layers=3"])
+    (backbone,) = experiment.select_methods("attentional_rnn")
+    assert experiment.run_settings(backbone, backbone.key, other, description) == RNN_SETTINGS
+
+
+def test_transformer_methods_train_with_the_transformer_recipe():
+    args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
+    recipe = experiment.TRANSFORMER_RECIPES["synthetic"]
+    methods = experiment.select_methods("transformer")
+    # the registry's architectures at one size each (no _tiny/_iwslt_de_en presets), the
+    # supervised backbone and fairseq's transformer_align
+    assert [m.key for m in methods] == [
+        "syntax_transformer", "syntax_transformer+supervised_attention", "transformer_align",
+        "pascal_transformer", "sa_transformer", "sdatt_double_transformer", "sdatt_transformer"]
+    assert not any(m.family == "transformer" for m in experiment.select_methods(
+        experiment.DEFAULT_METHODS["synthetic"]))
+    corpus = experiment.Corpus("synthetic", "bin", {})
+    for method in methods:
+        cmd = experiment.train_command(method, corpus, args, "save", seed=2)
+        assert cmd[0] == "fairseq-train" and method.family == "transformer"
+
+        def value(option):
+            return cmd[cmd.index(option) + 1]
+
+        assert value("--arch") == method.arch
+        for option, key in (("--encoder-embed-dim", "embed_dim"), ("--decoder-embed-dim", "embed_dim"),
+                            ("--encoder-ffn-embed-dim", "ffn_dim"), ("--decoder-ffn-embed-dim", "ffn_dim"),
+                            ("--encoder-layers", "layers"), ("--decoder-layers", "layers"),
+                            ("--encoder-attention-heads", "heads"), ("--dropout", "dropout"),
+                            ("--lr", "lr"), ("--warmup-updates", "warmup_updates"),
+                            ("--max-tokens", "max_tokens"), ("--max-update", "updates"),
+                            ("--label-smoothing", "label_smoothing")):
+            assert value(option) == str(recipe[key]), option
+        assert (value("--optimizer"), value("--adam-betas"), value("--lr-scheduler")) == (
+            "adam", "(0.9, 0.98)", "inverse_sqrt")
+        assert "--encoder-hidden-size" not in cmd and "--share-decoder-input-output-embed" in cmd
+        assert value("--seed") == "2" and "--max-epoch" not in cmd
+        settings = experiment.run_settings(method, method.key, args, "corpus")
+        assert settings["family"] == "transformer" and settings["recipe"]["lr"] == recipe["lr"]
+        head = ["--alignment-layer", "0", "--alignment-heads", "1"]  # 2 layers: the bottom one
+        supervised = method.key in ("syntax_transformer+supervised_attention", "transformer_align")
+        assert (cmd[cmd.index("--alignment-layer"):cmd.index("--alignment-layer") + 4] == head
+                if supervised else "--alignment-layer" not in cmd)
+        assert value("--task") == ("translation" if method.key == "transformer_align"
+                                   else "syntax_translation")
+        assert ("--load-alignments" in cmd) == (method.key == "transformer_align")
+    by_key = {m.key: m for m in methods}
+    assert by_key["transformer_align"].criterion == "label_smoothed_cross_entropy_with_alignment"
+    assert by_key["syntax_transformer+supervised_attention"].criterion == \
+        "supervised_attention_cross_entropy"
+    # overrides and the budget: --updates/--epochs, when given, are every family's
+    small = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--updates", "7",
+                                   "--transformer-recipe", "layers=1,lr=0.002"])
+    assert (small.transformer["updates"], small.transformer["epochs"], small.transformer["layers"],
+            small.transformer["lr"], small.updates) == (7, None, 1, 0.002, 7)
+    m30k = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
+    assert m30k.transformer == experiment.TRANSFORMER_RECIPES["multi30k"] and m30k.epochs == 12
+    cmd = experiment.train_command(by_key["transformer_align"], corpus, m30k, "save", 1)
+    assert cmd[cmd.index("--alignment-layer") + 1] == str(m30k.transformer["layers"] - 2)
+    with pytest.raises(SystemExit):
+        experiment.parse_args(["--corpus", "synthetic", "--workdir", "w",
+                               "--transformer-recipe", "depth=3"])
+
+
+def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
+    """The supervised Transformer, fairseq's transformer_align and sa_transformer on the
+    corpus of experiment_run: records, AER of the supervised heads, induced trees, and the
+    Transformer table."""
+    tmp, work = experiment_run["tmp"], experiment_run["work"]
+    results, records = tmp / "T.md", tmp / "t_records"
+    keys = ["syntax_transformer+supervised_attention", "transformer_align", "sa_transformer"]
+    argv = [*EXPERIMENT, "--workdir", str(work), "--results", str(results),
+            "--results-dir", str(records), "--jobs", "1",
+            "--methods", ",".join(keys), "--transformer-recipe",
+            "embed_dim=16,ffn_dim=16,layers=2,heads=2,max_tokens=800,warmup_updates=2"]
+    proc = run_cli(argv)
+    assert "[3/3]" in proc.stderr
+    assert "(3 run(s), 0 failed;" in proc.stderr
+    section = _section(results)
+    assert "### Transformer family" in section
+    rows = _table(section)
+    assert set(rows) == set(keys)  # no RNN row: none selected, none recorded here
+    raw = work / "raw"
+    for key in keys:
+        record = json.loads((records / f"{experiment.file_key(key)}.seed1.json").read_text())
+        assert set(record) == RECORD_KEYS
+        settings, scores, train = record["settings"], record["scores"], record["commands"]["train"]
+        assert settings["family"] == "transformer" and settings["recipe"]["embed_dim"] == 16
+        assert "--lr-scheduler inverse_sqrt" in train and "--max-update 4 " in train
+        assert scores["train_updates"] == 4 and scores["bleu"] is not None
+        assert scores["gen_bleu"] is not None
+        run = work / "runs" / experiment.file_key(key) / "seed1"
+        alignment = json.loads(run_cli([
+            "fairseq-syntax-score-alignments", "--generate", str(run / "generate.align.out"),
+            "--gold", str(raw / "test.align"), "--json"]).stdout)
+        assert alignment["sentences"] == 37
+        assert scores["aer"] == pytest.approx(100 * alignment["aer"])
+        cells = rows[key]
+        assert cells[0] == "1" and cells[7] == f"{100 * alignment['aer']:.2f}"
+        task = "translation" if key == "transformer_align" else "syntax_translation"
+        assert f"--task {task} " in train and f"--task {task} " in record["commands"]["align"]
+        if key == "sa_transformer":
+            gold = read_gold_trees(str(raw / "test.en.conllu"))
+            tree = score_corpus([t.heads for t in read_conllu_trees(
+                str(run / "induced.test.conllu"))], gold)
+            assert [scores["da"], scores["ua"]] == [round(tree.model.directed_accuracy, 1),
+                                                    round(tree.model.undirected_accuracy, 1)]
+            assert cells[8] == f"{scores['da']:.1f} / {scores['ua']:.1f}"
+        else:
+            assert scores["da"] is None and cells[8] == "–"
+        if key == "transformer_align":  # fairseq-syntax-step-time builds syntax_translation runs
+            assert scores["step_time_ratio"] is None
+        else:  # against the Transformer backbone, at the recipe's sizes
+            measured = json.loads((run / "step_time.json").read_text())
+            spec = "syntax_transformer+supervised_attention_cross_entropy" \
+                if key.endswith("supervised_attention") else key
+            assert scores["step_time_ratio"] == measured[spec]["cpu_ratio"] > 0
+            assert f"--runs syntax_transformer,{spec}" in record["commands"]["step_time"]
+            assert "--encoder-ffn-embed-dim 16" in record["commands"]["step_time"]
+    # the supervised head's print-alignment: transformer_align decodes left-padded sources
+    assert "--load-alignments" in json.loads(
+        (records / "transformer_align.seed1.json").read_text())["commands"]["train"]

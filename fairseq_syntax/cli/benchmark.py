@@ -69,6 +69,24 @@ def rnn_architectures() -> List[str]:
             if issubclass(ARCH_MODEL_REGISTRY[a], AttentionalRNNModel)]
 
 
+def transformer_architectures() -> List[str]:
+    """The architectures of the Transformer family (models built on ``syntax_transformer``),
+    one per mechanism, backbone first: an architecture whose name is another one's of the
+    same model plus a suffix (``_tiny``, ``_iwslt_de_en``) is that one's size preset and is
+    left out (a caller gives the sizes)."""
+    import fairseq_syntax  # noqa: F401
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    from fairseq_syntax.models.syntax_transformer import SyntaxTransformerModel
+
+    archs = [a for a, cls in ARCH_MODEL_REGISTRY.items()
+             if cls.__module__.startswith("fairseq_syntax") and issubclass(cls, SyntaxTransformerModel)]
+    presets = {a for a in archs for b in archs
+               if a.startswith(b + "_") and ARCH_MODEL_REGISTRY[a] is ARCH_MODEL_REGISTRY[b]}
+    return sorted((a for a in archs if a not in presets),
+                  key=lambda a: (a != "syntax_transformer", a))
+
+
 def size_args(args, fairseq_lstm: bool) -> List[str]:
     e, h, d = str(args.embed_dim), str(args.encoder_hidden), str(args.decoder_hidden)
     common = ["--encoder-embed-dim", e, "--decoder-embed-dim", e, "--dropout", "0.1"]

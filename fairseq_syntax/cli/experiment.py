@@ -29,6 +29,10 @@ alignments of the training data) and under ``blackout``, and ``tree2seq`` decode
 with ``--length-prior`` (no extra training). Every run of a method uses the same model
 sizes, optimiser and budget (``--updates`` or ``--epochs``), validation after every epoch,
 and the checkpoint of lowest validation loss (``checkpoint_best.pt``) is decoded.
+The Transformer family (``--methods transformer``: every ``syntax_transformer``-based
+architecture, the backbone under ``supervised_attention_cross_entropy``, and fairseq's own
+``transformer_align``) is trained with a recipe of its own per corpus
+(``TRANSFORMER_RECIPES``) and gets a table of its own in the corpus section.
 
 Scores per run:
 
@@ -39,11 +43,12 @@ Scores per run:
   attention against the gold test alignments (teacher-forced reference, soft attention,
   threshold 0.2);
 * Multi30k En-De: BLEU and chrF (sacreBLEU) of the detokenised ``test_2016_flickr``
-  translations against the raw references, RIBES on spaCy tokens;
+  translations against the raw references, tokenised BLEU (sacreBLEU, ``tokenize='none'``,
+  spaCy tokens on both sides), RIBES on spaCy tokens;
 * both: the lowest validation loss of training and its perplexity (from fairseq's
   ``--log-format json --log-file``) with the loss floor of label smoothing
   (:func:`smoothed_loss_floor`: a run near it has converged), and the directed/undirected attachment accuracy of the trees the
-  structured-attention models (``sa_nmt*``, ``fa_nmt*``) induce on the test source against
+  structured-attention models (``sa_nmt*``, ``fa_nmt*``, ``sa_transformer``) induce on the test source against
   the gold (synthetic) or spaCy (Multi30k) trees, with the left/right-branching baselines
   (``fairseq-syntax-induced-trees``).
 
@@ -77,7 +82,8 @@ from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpu
 from fairseq_syntax.user_dir import user_dir
 
 BACKBONE = "attentional_rnn"
-TREE_INDUCING = ("sa_nmt", "fa_nmt")  # arch prefixes whose encoders induce trees
+TRANSFORMER_BACKBONE = "syntax_transformer"
+TREE_INDUCING = ("sa_nmt", "fa_nmt", "sa_transformer")  # arch prefixes whose encoders induce trees
 DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
 RECORD_FORMAT = "fairseq-syntax-experiment run, version 1"
 RUN_STAMP = "run.json"  # in a run's folder: the training command its checkpoints belong to
@@ -106,6 +112,32 @@ DEFAULT_METHODS = {
         "sa_nmt_shared", "tree2seq", "tree2seq+length_prior",
         "attentional_rnn+supervised_attention"]),
 }
+# The Transformer family's recipe per corpus (issue 17 item 5), declared once: sizes,
+# optimiser, schedule and budget of every Transformer method, each size given on the command
+# line to the model's base architecture (so fairseq's transformer_align gets the same model).
+# Adam (0.9, 0.98), inverse_sqrt warm-up, label smoothing 0.1, weight decay 1e-4 and a shared
+# decoder input/output embedding are fairseq's IWSLT'14 Transformer recipe
+# (examples/translation/README.md). --transformer-recipe KEY=VALUE overrides a value;
+# --updates/--epochs, when given, are every method's budget.
+TRANSFORMER_RECIPES = {
+    # comparable with the RNN's quickstart sizes (1.10M parameters in all): 2 + 2 layers of
+    # 128, FFN 512, 4 heads (0.95M); the RNN's 2400 updates of 3000 tokens, warm-up over the
+    # first 400, peak lr 1e-3 (fairseq's upper value; the model is small).
+    "synthetic": dict(updates=2400, epochs=None, max_tokens=3000, embed_dim=128, ffn_dim=512,
+                      layers=2, heads=4, dropout=0.1, attention_dropout=0.0, lr=0.001,
+                      warmup_updates=400, adam_betas="(0.9, 0.98)", weight_decay=0.0001,
+                      clip_norm=0.0, label_smoothing=0.1, alignment_heads=1),
+    # the RNN's CPU budget: fairseq-syntax-step-time on the Multi30k data-bin (1 thread, the
+    # same 6 batches of 4000 tokens) gave the RNN recipe 1.29 s per update, the
+    # transformer_iwslt_de_en sizes (6 + 6 layers of 512, FFN 1024) 5.95 s (the RNN's 12
+    # epochs = 1812 updates buy 393 of them, 2.6 epochs), 3 + 3 layers of 512 3.17 s, and
+    # 3 + 3 layers of 256, FFN 1024, 4 heads 1.50 s: 12 x 1.29 / 1.50 = 10.3, so 10 epochs of
+    # the same batches (4000 tokens), ~1510 updates. Dropout 0.3 as the RNN's (29k pairs).
+    "multi30k": dict(updates=None, epochs=10, max_tokens=4000, embed_dim=256, ffn_dim=1024,
+                     layers=3, heads=4, dropout=0.3, attention_dropout=0.0, lr=0.001,
+                     warmup_updates=400, adam_betas="(0.9, 0.98)", weight_decay=0.0001,
+                     clip_norm=0.0, label_smoothing=0.1, alignment_heads=1),
+}
 # beam search of every decode (the test splits and the decode-only variants)
 DECODING = ["--beam", "5", "--batch-size", "64", "--max-len-a", "1.5", "--max-len-b", "10",
             "--post-process", "sentencepiece"]
@@ -122,6 +154,14 @@ class Method:
     model_args: List[str] = field(default_factory=list)
     # decode-only variants sharing this run's checkpoint: (key, extra generate args)
     variants: List[tuple] = field(default_factory=list)
+    # whose recipe trains it: "rnn" (the size options of this command) or "transformer"
+    # (TRANSFORMER_RECIPES, given to the model's base architecture)
+    family: str = "rnn"
+    task: str = "syntax_translation"  # of fairseq-train and fairseq-generate
+    # Transformer: supervise (and print) the recipe's alignment head (--alignment-layer/
+    # --alignment-heads, as fairseq's transformer_align picks one)
+    alignment_head: bool = False
+    train_args: List[str] = field(default_factory=list)  # other fairseq-train options
 
 
 @dataclass
@@ -147,6 +187,7 @@ class Row:
     gen_agreement_counts: str = ""
     gen_agreement_long: Optional[float] = None
     gen_agreement_long_counts: str = ""
+    bleu_tok: Optional[float] = None  # Multi30k: BLEU of the spaCy tokens (tokenize none)
     bleu_signature: str = ""
     chrf_signature: str = ""
     aer: Optional[float] = None
@@ -167,7 +208,8 @@ class Row:
 
 def all_methods() -> List[Method]:
     """Every architecture on the RNN backbone (the sizes and budgets here are the RNN's),
-    backbone first, and the criterion and option variants."""
+    backbone first, and the criterion and option variants; then the Transformer family
+    (:func:`transformer_methods`)."""
     from fairseq_syntax.cli.benchmark import rnn_architectures
 
     methods = [Method(a, a) for a in rnn_architectures()]
@@ -182,7 +224,32 @@ def all_methods() -> List[Method]:
     at = next(i for i, m in enumerate(methods) if m.key == "sdatt_double_syntax") + 1
     methods.insert(at, Method("sdatt_double_syntax+gaussian_weights", "sdatt_double_syntax",
                               model_args=["--syntax-gaussian", "weights"]))
+    return methods + transformer_methods()
+
+
+def transformer_methods() -> List[Method]:
+    """The Transformer family (issue 17) under its recipe: every mechanism's architecture at
+    the recipe's sizes (``benchmark.transformer_architectures``, backbone first), the backbone
+    under ``supervised_attention_cross_entropy`` (Mi et al. on the recipe's alignment head)
+    and, to compare with it, fairseq's own ``transformer_align`` under
+    ``label_smoothed_cross_entropy_with_alignment`` (``--task translation --load-alignments``:
+    fairseq reads the data-bin's ``{split}.align.{src}-{tgt}`` binaries; the same head)."""
+    from fairseq_syntax.cli.benchmark import transformer_architectures
+
+    methods = [Method(a, a, family="transformer") for a in transformer_architectures()]
+    methods[1:1] = [
+        Method(f"{TRANSFORMER_BACKBONE}+supervised_attention", TRANSFORMER_BACKBONE,
+               "supervised_attention_cross_entropy", family="transformer", alignment_head=True),
+        Method("transformer_align", "transformer_align",
+               "label_smoothed_cross_entropy_with_alignment", family="transformer",
+               task="translation", alignment_head=True, train_args=["--load-alignments"]),
+    ]
     return methods
+
+
+def family_of(key: str) -> str:
+    """``rnn`` or ``transformer``: the family of the method (or variant) ``key``."""
+    return next((m.family for m in all_methods() if key in method_keys([m])), "rnn")
 
 
 def method_keys(methods: Sequence[Method]) -> List[str]:
@@ -191,11 +258,15 @@ def method_keys(methods: Sequence[Method]) -> List[str]:
 
 
 def select_methods(spec: str) -> List[Method]:
-    """``all`` or comma-separated method keys (``tree2seq+length_prior`` needs ``tree2seq``)."""
+    """``all`` or comma-separated method keys (``tree2seq+length_prior`` needs ``tree2seq``);
+    ``transformer`` stands for every method of the Transformer family."""
     methods = all_methods()
     if spec == "all":
         return methods
     wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    if "transformer" in wanted:
+        at = wanted.index("transformer")
+        wanted[at:at + 1] = [k for k in method_keys(transformer_methods()) if k not in wanted]
     known = set(method_keys(methods))
     unknown = [w for w in wanted if w not in known]
     if unknown:
@@ -521,8 +592,63 @@ def prepare_multi30k(args) -> Corpus:
 
 def criterion_args(method: Method, args) -> List[str]:
     smoothing = [] if method.criterion == "blackout" else \
-        ["--label-smoothing", str(args.label_smoothing)]
+        ["--label-smoothing", str(label_smoothing_of(method, args))]
     return ["--criterion", method.criterion, *smoothing]
+
+
+def label_smoothing_of(method: Method, args) -> float:
+    return args.transformer["label_smoothing"] if method.family == "transformer" \
+        else args.label_smoothing
+
+
+def transformer_size_args(recipe: dict) -> List[str]:
+    """The recipe's sizes as options of fairseq's Transformer (every size given, so any
+    base architecture of the family builds the same shape)."""
+    out = []
+    for side in ("encoder", "decoder"):
+        out += [f"--{side}-embed-dim", str(recipe["embed_dim"]),
+                f"--{side}-ffn-embed-dim", str(recipe["ffn_dim"]),
+                f"--{side}-layers", str(recipe["layers"]),
+                f"--{side}-attention-heads", str(recipe["heads"])]
+    return out + ["--dropout", str(recipe["dropout"]),
+                  "--attention-dropout", str(recipe["attention_dropout"]),
+                  "--share-decoder-input-output-embed"]
+
+
+def alignment_head_args(recipe: dict) -> List[str]:
+    """The supervised head: the first ``alignment_heads`` heads of the second-to-last decoder
+    layer (fairseq's transformer_align default, layer 4 of 6), the bottom one of 2 layers."""
+    return ["--alignment-layer", str(max(0, recipe["layers"] - 2)),
+            "--alignment-heads", str(recipe["alignment_heads"])]
+
+
+def transformer_model_args(method: Method, recipe: dict) -> List[str]:
+    """What the recipe gives the model of ``method``: sizes and, for a supervised method,
+    its alignment head."""
+    return [*transformer_size_args(recipe),
+            *(alignment_head_args(recipe) if method.alignment_head else [])]
+
+
+def transformer_train_command(method: Method, corpus: Corpus, args, save: str,
+                              seed: int) -> List[str]:
+    r = args.transformer
+    interval = max(1, r["updates"] // 10) if r["updates"] else 100
+    budget = [*(["--max-update", str(r["updates"])] if r["updates"] else []),
+              *(["--max-epoch", str(r["epochs"])] if r["epochs"] else []),
+              *(["--stop-time-hours", str(args.max_minutes / 60)] if args.max_minutes else [])]
+    return [
+        "fairseq-train", corpus.databin, "--user-dir", user_dir(), "--task", method.task,
+        *method.train_args, "--arch", method.arch, *method.model_args,
+        *transformer_model_args(method, r), *criterion_args(method, args),
+        "--optimizer", "adam", "--adam-betas", r["adam_betas"], "--lr", str(r["lr"]),
+        "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(r["warmup_updates"]),
+        "--weight-decay", str(r["weight_decay"]), "--clip-norm", str(r["clip_norm"]),
+        "--max-tokens", str(r["max_tokens"]), *budget,
+        "--seed", str(seed), "--num-workers", "0",
+        "--save-dir", save, "--no-epoch-checkpoints", "--no-progress-bar",
+        "--log-format", "json", "--log-file", os.path.join(save, "train.log.jsonl"),
+        "--log-interval", str(interval), *device_args(args),
+    ]
 
 
 def budget_args(args) -> List[str]:
@@ -532,6 +658,8 @@ def budget_args(args) -> List[str]:
 
 
 def train_command(method: Method, corpus: Corpus, args, save: str, seed: int) -> List[str]:
+    if method.family == "transformer":
+        return transformer_train_command(method, corpus, args, save, seed)
     interval = max(1, args.updates // 10) if args.updates else 100
     return [
         "fairseq-train", corpus.databin, "--user-dir", user_dir(), "--task", "syntax_translation",
@@ -557,10 +685,18 @@ def device_args(args) -> List[str]:
 
 
 def generate_command(corpus: Corpus, ckpt: str, args, subset: str = "test",
-                     extra=()) -> List[str]:
+                     extra=(), task: str = "syntax_translation") -> List[str]:
     return ["fairseq-generate", corpus.databin, "--user-dir", user_dir(),
-            "--task", "syntax_translation", "--path", ckpt, "--gen-subset", subset,
-            *DECODING, *device_args(args), *extra]
+            "--task", task, "--path", ckpt, "--gen-subset", subset,
+            *DECODING, *task_generate_args(task), *device_args(args), *extra]
+
+
+def task_generate_args(task: str) -> List[str]:
+    """fairseq-generate options a task needs: fairseq's ``translation`` translated only 32 of
+    37 test sentences with its default ``--required-batch-size-multiple 8`` (the batch of
+    the last 5 was lost; measured on the tiny synthetic corpus of tests/test_experiment.py),
+    all 37 with 1."""
+    return ["--required-batch-size-multiple", "1"] if task == "translation" else []
 
 
 def run_settings(method: Method, key: str, args, description: str) -> dict:
@@ -568,6 +704,23 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
     variants) but its seed: two runs with equal settings differ only by the seed."""
     extra = next((e for k, e in method.variants if k == key), [])
     model_args = {"model_args": method.model_args} if method.model_args else {}
+    if method.family == "transformer":  # (RNN records keep the keys below, unchanged)
+        return {
+            "corpus": args.corpus,
+            "corpus_description": description,
+            "method": key,
+            "family": "transformer",
+            "arch": method.arch,
+            "task": method.task,
+            **model_args,
+            "criterion": criterion_args(method, args),
+            "train_args": method.train_args,
+            "recipe": dict(args.transformer),
+            "model": transformer_model_args(method, args.transformer),
+            "max_minutes": args.max_minutes or None,
+            "checkpoint": "best",
+            "decoding": [*DECODING, *extra],
+        }
     return {
         "corpus": args.corpus,
         "corpus_description": description,
@@ -621,6 +774,9 @@ def score_split(row: Row, prefix: str, corpus: Corpus, split: Split, gen_out: st
     setattr(row, prefix + "chrf", chrf.corpus_score(hyps, [refs]).score)
     row.bleu_signature, row.chrf_signature = str(bleu.get_signature()), str(chrf.get_signature())
     setattr(row, prefix + "ribes", ribes_of(read_lines(split.ref_tok), hyps_tok))
+    if corpus.glue_table and not prefix:  # comparable with published tokenised BLEU
+        row.bleu_tok = BLEU(tokenize="none").corpus_score(
+            hyps_tok, [read_lines(split.ref_tok)]).score
     if corpus.name == "synthetic":
         from fairseq_syntax.data.synthetic_corpus import agreement_report
         from fairseq_syntax.syntax.conllu_io import read_conllu_trees
@@ -645,12 +801,13 @@ def run_dir(args, key: str, seed: int) -> str:
 
 
 def decode_and_score(row: Row, corpus: Corpus, ckpt: str, args, save: str, name: str,
-                     extra, log: str, env, commands: dict) -> None:
+                     extra, log: str, env, commands: dict,
+                     task: str = "syntax_translation") -> None:
     """Beam search on every split of ``corpus`` and its scores into ``row``."""
     for split_name, split in corpus.splits.items():
         prefix = "" if split_name == "test" else split_name + "_"
         out = os.path.join(save, f"generate.{split_name}{name}.out")
-        cmd = generate_command(corpus, ckpt, args, split.subset, extra)
+        cmd = generate_command(corpus, ckpt, args, split.subset, extra, task)
         commands[f"generate_{split_name}"] = shown(cmd)
         run_tool(cmd, log, env, stdout_path=out)
         score_split(row, prefix, corpus, split, out, os.path.join(save, f"{split_name}{name}"))
@@ -692,15 +849,16 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
             setattr(row, name, value)
         if method.criterion != "blackout":
-            row.valid_loss_floor = smoothed_loss_floor(args.label_smoothing,
+            row.valid_loss_floor = smoothed_loss_floor(label_smoothing_of(method, args),
                                                        target_vocab_size(corpus.databin))
-        decode_and_score(row, corpus, ckpt, args, save, "", [], log, env, commands)
+        decode_and_score(row, corpus, ckpt, args, save, "", [], log, env, commands,
+                         method.task)
         if corpus.gold_align:  # attention of the force-decoded reference vs gold alignments
             align_out = os.path.join(save, "generate.align.out")
             cmd = ["fairseq-generate", corpus.databin, "--user-dir", user_dir(),
-                   "--task", "syntax_translation", "--path", ckpt, "--gen-subset", "test",
+                   "--task", method.task, "--path", ckpt, "--gen-subset", "test",
                    "--beam", "1", "--prefix-size", "1024", "--print-alignment", "soft",
-                   "--batch-size", "32", *device_args(args)]
+                   "--batch-size", "32", *task_generate_args(method.task), *device_args(args)]
             commands["align"] = shown(cmd)
             run_tool(cmd, log, env, stdout_path=align_out)
             scores = score_alignments(align_out, corpus.gold_align)
@@ -708,7 +866,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
                                                   ("aer", "precision", "recall"))
         if method.arch.startswith(TREE_INDUCING):
             induced_scores(row, corpus, ckpt, args, save, log, commands)
-        if args.step_time_batches:
+        if step_time_batches_of(method, args):
             row.step_time_ratio = step_time_ratio(method, corpus, args, save, log, commands)
         results[0] = (row, commands, time.time() - start)
         for key, extra in method.variants:
@@ -720,7 +878,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
             vcommands = {"train": commands["train"]}
             results.append((variant, vcommands, 0.0))
             decode_and_score(variant, corpus, ckpt, args, save, "." + file_key(key), extra,
-                             log, env, vcommands)
+                             log, env, vcommands, method.task)
             results[-1] = (variant, vcommands, row.train_seconds + time.time() - t0)
     except Exception as err:  # noqa: BLE001 - one failed run must not stop the others
         results[-1][0].error = str(err) if isinstance(err, RuntimeError) else \
@@ -737,20 +895,33 @@ def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str,
 
     spec = method.arch + ("" if method.criterion == "label_smoothed_cross_entropy"
                           else "+" + method.criterion)
-    if spec == BACKBONE:
+    if method.family == "transformer":
+        backbone, batches = TRANSFORMER_BACKBONE, args.step_time_batches
+        model_args = transformer_model_args(method, args.transformer)
+        max_tokens = args.transformer["max_tokens"]
+    else:
+        backbone, batches = BACKBONE, args.step_time_batches
+        model_args, max_tokens = size_args(args), args.max_tokens
+    if spec == backbone:
         return 1.0
     out = os.path.join(save, "step_time.json")
-    cmd = ["fairseq-syntax-step-time", corpus.databin, "--runs", f"{BACKBONE},{spec}",
-           "--model-args", shlex.join(size_args(args)), "--batches", str(args.step_time_batches),
-           "--rounds", "1", "--max-tokens", str(args.max_tokens), "--json", out]
+    cmd = ["fairseq-syntax-step-time", corpus.databin, "--runs", f"{backbone},{spec}",
+           "--model-args", shlex.join(model_args), "--batches", str(batches),
+           "--rounds", "1", "--max-tokens", str(max_tokens), "--json", out]
     commands["step_time"] = shown(cmd)  # the same measurement as a command line
     totals = run_function(measure, dict(
-        databin=corpus.databin, specs=[BACKBONE, spec], model_args=size_args(args),
-        batches=args.step_time_batches, rounds=1, max_tokens=args.max_tokens), log, threads=1)
-    seconds = per_step(totals, args.step_time_batches)
+        databin=corpus.databin, specs=[backbone, spec], model_args=model_args,
+        batches=batches, rounds=1, max_tokens=max_tokens), log, threads=1)
+    seconds = per_step(totals, batches)
     with open(out, "w") as f:
         json.dump(seconds, f, indent=1)
     return seconds[spec]["cpu_ratio"]
+
+
+def step_time_batches_of(method: Method, args) -> int:
+    """Batches of the step-time measurement of ``method`` (0: not measured). Only for the
+    plugin's own task: fairseq-syntax-step-time builds runs of ``syntax_translation``."""
+    return args.step_time_batches if method.task == "syntax_translation" else 0
 
 
 def induced_scores(row: Row, corpus: Corpus, ckpt: str, args, save: str, log: str,
@@ -983,9 +1154,13 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     records) and of every other method with records, in the plugin's order."""
     synthetic = corpus_name == "synthetic"
     title = "Synthetic corpus (en → vf)" if synthetic else "Multi30k En → De (test_2016_flickr)"
-    order = method_keys(all_methods())
-    rows = [k for k in order if k in keys or k in by_key]
-    runs = [r for k in rows for r in by_key.get(k, [])]
+    methods = all_methods()
+    order = method_keys(methods)
+    family = {k: m.family for m in methods for k in method_keys([m])}
+    every_row = [k for k in order if k in keys or k in by_key]
+    rows = [k for k in every_row if family[k] == "rnn"]
+    transformer_rows = [k for k in every_row if family[k] == "transformer"]
+    runs = [r for k in every_row for r in by_key.get(k, [])]
     dates = sorted(str(r.get("date", ""))[:10] for r in runs)
     hosts = sorted({"{} ({})".format((r.get("host") or {}).get("cpu") or "?",
                                      (r.get("host") or {}).get("device") or "?") for r in runs})
@@ -1014,8 +1189,8 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     budget = " and ".join(
         [*([f"{args.updates} updates"] if args.updates else []),
          *([f"{args.epochs} epochs"] if args.epochs else [])])
-    lines += [
-        f"* Data: {description}.",
+    lines += [f"* Data: {description}."]
+    lines += [] if not rows else [
         f"* Same budget and sizes for every method: {budget} of at most {args.max_tokens} "
         "tokens"
         + (f" (or {args.max_minutes} min, whichever first)" if args.max_minutes else "")
@@ -1070,9 +1245,44 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         *(convergence_lines(by_key.get(BACKBONE, [])) if synthetic else []),
         "",
     ]
-    columns = COLUMNS[corpus_name]
+    marked = False
+    if rows:
+        table, marked = results_table(rows, by_key, COLUMNS[corpus_name], BACKBONE)
+        lines += table
+    base = next((r["scores"]["baselines"] for r in runs if r["scores"].get("baselines")), None)
+    if base:
+        lines += ["", f"Branching baselines on the same test trees (DA / UA): left-branching "
+                      f"{base['left DA']:.1f} / {base['left UA']:.1f}, right-branching "
+                      f"{base['right DA']:.1f} / {base['right UA']:.1f}."]
+    if transformer_rows:
+        block, t_marked = transformer_section(corpus_name, transformer_rows, by_key, args)
+        lines += ["", *block]
+        marked |= t_marked
+    lines += [
+        "",
+        "Cells: mean ± sample standard deviation (numpy `std(ddof=1)`) over the `seeds` runs of "
+        "the row; a single run gives its value alone. **Bold**: the mean differs from "
+        f"`{BACKBONE}`'s" + (f" (Transformer table: `{TRANSFORMER_BACKBONE}`'s)"
+                             if transformer_rows else "")
+        + " by more than 2 standard deviations (the larger of the two; only where "
+        "both rows have ≥ 2 seeds" + ("" if marked else "; no cell here") + "). "
+        "`not run yet`: a selected method without a record with these settings. `train s`: mean "
+        "wall seconds of `fairseq-train` (machine shared, not a speed measurement; see "
+        "`fairseq-syntax-benchmark`). Each record names its folder of logs, checkpoint and "
+        "outputs (`run_dir`).",
+    ]
+    if failures:
+        lines += ["", "Runs that failed in the invocation that wrote this section (no record): "
+                      + "; ".join(failures) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def results_table(rows: Sequence[str], by_key: Dict[str, List[dict]], columns, backbone: str
+                  ) -> Tuple[List[str], bool]:
+    """Markdown lines of the table of ``rows`` (cells: mean ± sd over the seeds, bold where
+    the mean differs from ``backbone``'s) and whether a cell is bold."""
     head = ["method", "seeds", *(c[0] for c in columns), "train s"]
-    lines += ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
 
     def stats(key: str, name: str) -> Optional[Stat]:
         recs = by_key.get(key)
@@ -1088,7 +1298,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         for _, names, digits in columns:
             parts = []
             for name in names:
-                base = stats(BACKBONE, name) if key != BACKBONE else None
+                base = stats(backbone, name) if key != backbone else None
                 stat = stats(key, name)
                 marked |= differs(stat, base)
                 parts.append(fmt_stat(stat, digits, base))
@@ -1096,26 +1306,56 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         train = Stat.of([r["scores"].get("train_seconds") for r in recs])
         cells.append(fmt(train.mean, 0))
         lines.append("| " + " | ".join(cells) + " |")
-    base = next((r["scores"]["baselines"] for r in runs if r["scores"].get("baselines")), None)
-    if base:
-        lines += ["", f"Branching baselines on the same test trees (DA / UA): left-branching "
-                      f"{base['left DA']:.1f} / {base['left UA']:.1f}, right-branching "
-                      f"{base['right DA']:.1f} / {base['right UA']:.1f}."]
-    lines += [
+    return lines, marked
+
+
+# the Transformer tables' columns: the RNN's, with tokenised BLEU on Multi30k
+TRANSFORMER_COLUMNS = {
+    "synthetic": COLUMNS["synthetic"],
+    "multi30k": [COLUMNS["multi30k"][0], ("tok. BLEU", ["bleu_tok"], 2),
+                 *COLUMNS["multi30k"][1:]],
+}
+
+
+def transformer_section(corpus_name: str, rows: Sequence[str], by_key: Dict[str, List[dict]],
+                        args) -> Tuple[List[str], bool]:
+    """The Transformer family's part of the corpus section: its recipe, one training
+    command, and its table (bold against ``syntax_transformer``)."""
+    r = args.transformer
+    budget = " and ".join([*([f"{r['updates']} updates"] if r["updates"] else []),
+                           *([f"{r['epochs']} epochs"] if r["epochs"] else [])])
+    lines = [
+        "### Transformer family",
         "",
-        "Cells: mean ± sample standard deviation (numpy `std(ddof=1)`) over the `seeds` runs of "
-        "the row; a single run gives its value alone. **Bold**: the mean differs from "
-        f"`{BACKBONE}`'s by more than 2 standard deviations (the larger of the two; only where "
-        "both rows have ≥ 2 seeds" + ("" if marked else "; no cell here") + "). "
-        "`not run yet`: a selected method without a record with these settings. `train s`: mean "
-        "wall seconds of `fairseq-train` (machine shared, not a speed measurement; see "
-        "`fairseq-syntax-benchmark`). Each record names its folder of logs, checkpoint and "
-        "outputs (`run_dir`).",
+        f"* Recipe of every Transformer method (`TRANSFORMER_RECIPES`): {budget} of at most "
+        f"{r['max_tokens']} tokens"
+        + (f" (or {args.max_minutes} min, whichever first)" if args.max_minutes else "")
+        + f", {r['layers']} + {r['layers']} layers of {r['embed_dim']}, FFN {r['ffn_dim']}, "
+        f"{r['heads']} heads, shared decoder input/output embeddings, dropout {r['dropout']}, "
+        f"Adam {r['adam_betas']} lr {r['lr']} with inverse-sqrt decay after "
+        f"{r['warmup_updates']} warm-up updates, weight decay {r['weight_decay']}, clip-norm "
+        f"{r['clip_norm']} (0: none), label smoothing {r['label_smoothing']}; each size given "
+        "to the model's base architecture. Supervised attention "
+        "(`syntax_transformer+supervised_attention`, Mi et al.'s squared distance) and "
+        "fairseq's `transformer_align` (`label_smoothed_cross_entropy_with_alignment`, "
+        "`--task translation --load-alignments`) supervise the same head: "
+        f"`{shlex.join(alignment_head_args(r))}`; their AER is that head's attention.",
     ]
-    if failures:
-        lines += ["", "Runs that failed in the invocation that wrote this section (no record): "
-                      + "; ".join(failures) + "."]
-    return "\n".join(lines) + "\n"
+    example = next((x for k in [TRANSFORMER_BACKBONE, *rows] for x in by_key.get(k, [])), None)
+    if example and example.get("commands", {}).get("train"):
+        lines += ["* Training command of one run:", "", "```bash",
+                  example["commands"]["train"], "```", ""]
+    if corpus_name == "multi30k":
+        lines.append("* tok. BLEU: sacreBLEU with `tokenize='none'` of the spaCy-tokenised "
+                     "hypotheses against the spaCy-tokenised references (`tok/`), the figure "
+                     "fairseq-generate's BLEU4 line computes, comparable with published "
+                     "tokenised Multi30k results; BLEU: detokenised sacreBLEU as above.")
+    lines.append("* DA / UA: of the trees `sa_transformer` induces (its first tree head of the "
+                 "highest tree layer); bold: against `syntax_transformer`.")
+    lines.append("")
+    table, marked = results_table(rows, by_key, TRANSFORMER_COLUMNS[corpus_name],
+                                  TRANSFORMER_BACKBONE)
+    return lines + table, marked
 
 
 HEADER = """# Results
@@ -1184,7 +1424,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", default=None,
                    help="comma-separated methods, or 'all': the architectures, "
                    "attentional_rnn+supervised_attention, attentional_rnn+blackout, "
-                   "tree2seq+length_prior (default: synthetic "
+                   "tree2seq+length_prior, syntax_transformer+supervised_attention, "
+                   "transformer_align; 'transformer' stands for the Transformer family "
+                   "(trained with TRANSFORMER_RECIPES) (default: synthetic "
                    + DEFAULT_METHODS["synthetic"] + "; multi30k "
                    + DEFAULT_METHODS["multi30k"] + ")")
     p.add_argument("--seeds", default="1",
@@ -1198,10 +1440,11 @@ def get_parser() -> argparse.ArgumentParser:
                    "records in --results-dir whose settings equal these options'")
     p.add_argument("--updates", type=int,
                    help="training updates of every method (default: synthetic 2400; multi30k: "
-                   "none, --epochs); with --epochs, whichever comes first")
+                   "none, --epochs; Transformers: their recipe's); with --epochs, whichever "
+                   "comes first")
     p.add_argument("--epochs", type=int,
                    help="training epochs of every method (fairseq-train --max-epoch; default: "
-                   "multi30k 12; synthetic: none, --updates)")
+                   "multi30k 12; synthetic: none, --updates; Transformers: their recipe's)")
     p.add_argument("--max-minutes", type=float, default=0,
                    help="also stop each training after this many minutes (0: no limit; "
                    "makes the budget machine-dependent)")
@@ -1225,6 +1468,11 @@ def get_parser() -> argparse.ArgumentParser:
                    help="training batches on which each method's step time is compared with "
                    "the backbone's (fairseq-syntax-step-time, CPU seconds; default: multi30k "
                    "8, synthetic 0 = not measured)")
+    p.add_argument("--transformer-recipe", default="", metavar="KEY=VALUE,...",
+                   help="override values of the Transformer family's recipe of the corpus "
+                   "(TRANSFORMER_RECIPES: "
+                   + ", ".join(TRANSFORMER_RECIPES["synthetic"]) + "); --updates/--epochs, "
+                   "when given, are every method's budget")
     p.add_argument("--gpu", action="store_true",
                    help="train and decode on the GPU (default: CPU, --cpu to every tool)")
     p.add_argument("--jobs", type=int, default=1,
@@ -1254,6 +1502,7 @@ def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Na
     parser = parser or get_parser()
     args = parser.parse_args(argv)
     defaults = DEFAULTS[args.corpus]
+    args.transformer = transformer_recipe(parser, args)
     if args.updates is None and args.epochs is None:
         args.updates, args.epochs = defaults["updates"], defaults["epochs"]
     for name, value in defaults.items():
@@ -1269,6 +1518,32 @@ def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Na
     if not args.workdir and not args.render_only:
         parser.error("--workdir is required (unless --render-only)")
     return args
+
+
+def transformer_recipe(parser, args) -> dict:
+    """The corpus's Transformer recipe with ``--transformer-recipe`` applied (each value
+    read as the type of the recipe's own; ``none`` for an empty budget) and, when given,
+    ``--updates``/``--epochs`` as its budget."""
+    recipe = dict(TRANSFORMER_RECIPES[args.corpus])
+    for item in (i.strip() for i in args.transformer_recipe.split(",") if i.strip()):
+        key, sep, value = item.partition("=")
+        if not sep or key not in recipe:
+            parser.error(f"--transformer-recipe {item!r}: give KEY=VALUE with KEY one of "
+                         + ", ".join(recipe))
+        old = recipe[key]
+        if value.lower() == "none" and key in ("updates", "epochs"):
+            recipe[key] = None
+            continue
+        kind = type(old) if old is not None else int
+        try:
+            recipe[key] = kind(value)
+        except ValueError:
+            parser.error(f"--transformer-recipe {item!r}: {key} takes a {kind.__name__}")
+    if args.updates is not None or args.epochs is not None:
+        recipe["updates"], recipe["epochs"] = args.updates, args.epochs
+    if not recipe["updates"] and not recipe["epochs"]:
+        parser.error("the Transformer recipe needs updates or epochs")
+    return recipe
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

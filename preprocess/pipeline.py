@@ -4,8 +4,9 @@ Steps (nothing is written to ``--destdir`` unless all of them succeed):
 
 1. read and validate every input file of every split (UTF-8, no empty lines, equal line
    counts, parse words == text tokens, trees valid, alignment indices in range); with
-   ``--parser`` the source is parsed with spaCy instead (:mod:`.spacy_parse`; the parses
-   are cached as CoNLL-U); with ``--ptb-suffix`` the bracketed constituency parses are
+   ``--parser`` the source is parsed with spaCy instead
+   (:mod:`fairseq_syntax.syntax.spacy_parser`; the parses are cached as CoNLL-U,
+   :mod:`.spacy_parse`); with ``--ptb-suffix`` the bracketed constituency parses are
    read, their leaves checked against the text and binarised at word level
    (:mod:`fairseq_syntax.syntax.constituency`);
 2. the *subword stage* (:func:`subword_stage`), which needs no parse: train (or load) a
@@ -18,8 +19,9 @@ Steps (nothing is written to ``--destdir`` unless all of them succeed):
    fairseq's alignment binarizer does;
 3. project the heads onto subwords, record the word of each subword, binarise the word
    trees (the dependency tree head-outward, or with ``--ptb-suffix`` the binarised
-   constituency tree) and hang each word's pieces below it; write the ``heads``/``words``/``tree``
-   side-files, ``spm.model`` and ``syntax_manifest.json`` into the staging folder;
+   constituency tree) and hang each word's pieces below it, sentence by sentence with
+   :func:`fairseq_syntax.syntax.annotate.annotate` (as raw input does); write the
+   ``heads``/``words``/``tree`` side-files, ``spm.model`` and ``syntax_manifest.json`` into the staging folder;
 4. move the staging folder into place (with ``--force``, replacing the old folder only
    at this last step).
 
@@ -43,13 +45,11 @@ import numpy as np
 from tqdm import tqdm
 
 from fairseq_syntax.syntax import constituency
+from fairseq_syntax.syntax.annotate import annotate, encode_words
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees
 from fairseq_syntax.data.side_files import FORMAT_VERSION
-from fairseq_syntax.syntax.dependency import (hang_pieces_below_words, project_heads_to_subwords,
-                                              subword_binary_tree)
 from fairseq_syntax.syntax.errors import SyntaxInputError
-from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line, project_alignment_to_subwords
-from fairseq_syntax.syntax.subwords import word_index_of_pieces
+from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line
 from fairseq_syntax.syntax.text_io import read_text_lines
 
 from .eflomal_align import SYMMETRISATION, BackgroundAlignment, eflomal_version
@@ -353,23 +353,15 @@ def _check_pieces(pieces: List[str], path: str, line: int, what: str) -> None:
             )
 
 
-def _encode_words(sp, sentences: Sequence[Sequence[str]]) -> List[List[List[str]]]:
-    """Every word of every sentence encoded by itself: each distinct word once, in one
-    batched sentencepiece call (encoding a word does not depend on its context)."""
-    types = sorted({w for words in sentences for w in words})
-    table = dict(zip(types, sp.encode(types, out_type=str)))
-    return [[table[w] for w in words] for words in sentences]
-
-
 def encode_subwords(data: SplitData, sp, target_words: bool) -> EncodedSplit:
     """Encode one split with sentencepiece: source words one by one, the target sentence
     as a whole, and with ``target_words`` (alignments to project) target words one by
     one too. sentencepiece runs in batch (one call per kind)."""
     files = data.files
     out = EncodedSplit(name=files.name)
-    all_src_pieces = _encode_words(sp, data.source)
+    all_src_pieces = encode_words(sp, data.source)
     all_flat_tgt = sp.encode([" ".join(t) for t in data.target], out_type=str)
-    all_tgt_word_pieces = _encode_words(sp, data.target) if target_words else None
+    all_tgt_word_pieces = encode_words(sp, data.target) if target_words else None
     if target_words:
         out.target_counts = []
     for k in range(len(data.source)):
@@ -409,21 +401,6 @@ def encode_subwords(data: SplitData, sp, target_words: bool) -> EncodedSplit:
     return out
 
 
-def subword_heads_and_tree(word_heads, counts, word_tree=None):
-    """A word tree projected onto the subwords (heads, eos included), the word of each
-    subword (``-1`` for eos) and the binary tree (the word-level head-outward binarisation,
-    or ``word_tree`` when given, e.g. a binarised constituency parse; each word's pieces
-    hung below it), flattened, as the side-files store them (int32)."""
-    heads = project_heads_to_subwords(word_heads, counts)
-    if word_tree is None:
-        binary = subword_binary_tree(word_heads, counts)
-    else:
-        binary = hang_pieces_below_words(word_tree, counts)
-    words = word_index_of_pieces(counts) + [-1]
-    return (np.asarray(heads, dtype=np.int32), np.asarray(words, dtype=np.int32),
-            binary.astype(np.int32).reshape(-1))
-
-
 class EarlyProjection:
     """Projects a split's trees while the parser still parses (``on_tree`` of
     :func:`parse_split`), in the main process, which otherwise only waits for the
@@ -456,10 +433,10 @@ class EarlyProjection:
                 return
         try:
             for k in range(len(self.heads), min(len(parsed), len(self.counts))):
-                heads, words, tree = subword_heads_and_tree(parsed[k].heads, self.counts[k])
-                self.heads.append(heads)
-                self.words.append(words)
-                self.trees.append(tree)
+                sentence = annotate(self.counts[k], parsed[k].heads)
+                self.heads.append(sentence.heads)
+                self.words.append(sentence.words)
+                self.trees.append(sentence.tree)
         except (ValueError, IndexError):
             self.stopped = True
 
@@ -486,14 +463,13 @@ def project_trees(data: SplitData, out: EncodedSplit,
         if k < start:
             continue
         try:
-            heads, words, binary = subword_heads_and_tree(
-                tree.heads, counts, None if word_trees is None else word_trees[k])
+            sentence = annotate(counts, tree.heads, None if word_trees is None else word_trees[k])
         except ValueError as err:
             raise SyntaxInputError(f"sentence {k + 1}: {err}", files.parse,
                                    tree.line or None) from None
-        out.heads.append(heads)
-        out.words.append(words)
-        out.trees.append(binary)
+        out.heads.append(sentence.heads)
+        out.words.append(sentence.words)
+        out.trees.append(sentence.tree)
 
 
 def project_alignments(data: SplitData, out: EncodedSplit) -> None:
@@ -501,7 +477,7 @@ def project_alignments(data: SplitData, out: EncodedSplit) -> None:
     if data.alignments is None:
         return
     out.align_links = [
-        project_alignment_to_subwords(links, src_counts, tgt_counts)
+        annotate(src_counts, word_links=links, target_pieces_per_word=tgt_counts).links
         for links, src_counts, tgt_counts in zip(data.alignments, out.source_counts,
                                                  out.target_counts)
     ]
@@ -871,7 +847,7 @@ def _run(args, stop: StopOnSignals) -> None:
               for f in files]
     parser, to_parse = None, []
     if use_parser:
-        from .spacy_parse import SpacyParser
+        from fairseq_syntax.syntax.spacy_parser import SpacyParser
 
         parser = SpacyParser(args.parser)
         to_parse = [d for d in splits if not cached_parse(d, parser)]
@@ -905,7 +881,7 @@ def _run(args, stop: StopOnSignals) -> None:
                         " and eflomal" if getattr(args, "align", None) else "")
             background = BackgroundStage(stage, os.path.join(work, "subword-stage.pickle"), work)
         if to_parse:
-            from .spacy_parse import ParserPool
+            from fairseq_syntax.syntax.spacy_parser import ParserPool
 
             pool = ParserPool(parser.nlp, args.workers)
             for data in to_parse:

@@ -1,4 +1,5 @@
-"""Package layout: the network modules never import the data layer (issue 16)."""
+"""Package layout (issue 16): the network modules never import the data layer, and the
+plugin never imports the preprocessing package (preprocessing imports the plugin)."""
 import ast
 import pathlib
 
@@ -31,3 +32,14 @@ def test_no_module_under_modules_imports_data():
 def test_relative_imports_are_resolved():
     source = PACKAGE / "data" / "raw_input.py"
     assert "fairseq_syntax.data.side_files" in set(_imported_modules(source, "fairseq_syntax.data"))
+
+
+def test_no_module_of_the_plugin_imports_preprocessing():
+    offenders = {
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for name in _imported_modules(
+            path, ".".join(("fairseq_syntax",) + path.relative_to(PACKAGE).parent.parts))
+        if name.split(".")[0] == "fairseq_syntax_preprocess"
+    }
+    assert offenders == set()

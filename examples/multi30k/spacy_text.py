@@ -41,7 +41,7 @@ def load_tokenizer(lang, pipeline=None):
 
     if pipeline:
         from fairseq_syntax.syntax.errors import SyntaxInputError
-        from fairseq_syntax_preprocess.spacy_parse import resolve_pipeline
+        from fairseq_syntax.syntax.spacy_parser import resolve_pipeline
 
         try:
             folder, _ = resolve_pipeline(pipeline)

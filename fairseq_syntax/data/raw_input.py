@@ -161,7 +161,7 @@ class RawInputProcessor:
                     "data-bin was made from CoNLL-U files), so raw input cannot be parsed "
                     "the same way: give --raw-input-parser NAME_OR_PATH"
                 )
-            from fairseq_syntax_preprocess.spacy_parse import SpacyParser
+            from fairseq_syntax.syntax.spacy_parser import SpacyParser
 
             self._parser = SpacyParser(self.parser_name)
             recorded = ((self.manifest.get("parse") or {}).get("parser") or {})
@@ -176,7 +176,7 @@ class RawInputProcessor:
 
     def words(self, line: str) -> List[str]:
         if self.tokenization == "parser":
-            from fairseq_syntax_preprocess.spacy_parse import raw_words
+            from fairseq_syntax.syntax.spacy_parser import raw_words
 
             return raw_words(self.parser.nlp, line)
         return line.split()

@@ -1,0 +1,71 @@
+"""One source sentence as the side-files store it: the annotate step that
+``fairseq-syntax-preprocess`` and raw input to ``fairseq-interactive`` share.
+
+Words are encoded one by one with sentencepiece (:func:`encode_words`); :func:`annotate`
+takes each word's piece count and the word-level parse and gives (DESIGN.md section 2):
+
+* ``heads``: the word tree projected onto the pieces, eos last
+  (:func:`~fairseq_syntax.syntax.dependency.project_heads_to_subwords`);
+* ``words``: the word of each piece, then :data:`EOS_WORD` for eos;
+* ``tree``: the binary tree over the pieces: the word tree binarised head-outward, or a
+  given binary word tree (a binarised constituency parse), each word's pieces hung below
+  it (:func:`~fairseq_syntax.syntax.dependency.hang_pieces_below_words`), flattened;
+* ``links``: word alignments projected onto the pieces, when given.
+
+A sentence without words is eos alone, its own root.
+"""
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from fairseq_syntax.syntax.dependency import (hang_pieces_below_words, project_heads_to_subwords,
+                                              subword_binary_tree)
+from fairseq_syntax.syntax.pharaoh import project_alignment_to_subwords
+from fairseq_syntax.syntax.side_values import EOS_WORD
+from fairseq_syntax.syntax.subwords import word_index_of_pieces
+
+Link = Tuple[int, int]
+
+
+@dataclass
+class Annotation:
+    """One source sentence at subword level; ``heads``/``words``/``tree`` are the rows of
+    its side-files (int32), ``None`` where no parse (or alignment) was given."""
+
+    pieces_per_word: List[int]
+    words: np.ndarray  # [n + 1]: word of each piece, EOS_WORD for eos
+    heads: Optional[np.ndarray] = None  # [n + 1]: head of each piece, -1 for the root
+    tree: Optional[np.ndarray] = None  # [2 (n - 1)]: (left, right) rows, flattened
+    links: Optional[List[Link]] = None  # (source piece, target piece), sorted
+
+
+def encode_words(sp, sentences: Sequence[Sequence[str]]) -> List[List[List[str]]]:
+    """The pieces of every word of every sentence, each word encoded alone with the
+    sentencepiece model ``sp`` (each distinct word once, in one batched call)."""
+    types = sorted({w for words in sentences for w in words})
+    table = dict(zip(types, sp.encode(types, out_type=str)))
+    return [[table[w] for w in words] for words in sentences]
+
+
+def annotate(pieces_per_word: Sequence[int], word_heads: Optional[Sequence[int]] = None,
+             word_tree=None, word_links: Optional[Sequence[Link]] = None,
+             target_pieces_per_word: Optional[Sequence[int]] = None) -> Annotation:
+    """Project a sentence's word-level parse (``word_heads``; ``word_tree``, a binary tree
+    over the words, replaces their head-outward binarisation) and word links (with the
+    target's pieces per word) onto its pieces. Raises ``ValueError`` when they do not fit."""
+    counts = [int(c) for c in pieces_per_word]
+    words = np.asarray(word_index_of_pieces(counts) + [EOS_WORD], dtype=np.int32)
+    out = Annotation(counts, words)
+    if word_heads is not None:
+        if not counts and not len(word_heads):
+            out.heads = np.asarray([-1], dtype=np.int32)
+            out.tree = np.zeros(0, dtype=np.int32)
+        else:
+            out.heads = np.asarray(project_heads_to_subwords(word_heads, counts), dtype=np.int32)
+            binary = (subword_binary_tree(word_heads, counts) if word_tree is None
+                      else hang_pieces_below_words(word_tree, counts))
+            out.tree = binary.astype(np.int32).reshape(-1)
+    if word_links is not None:
+        out.links = project_alignment_to_subwords(word_links, counts, target_pieces_per_word)
+    return out

@@ -337,7 +337,7 @@ def test_raw_input_warns_when_the_trees_were_constituency_trees(tmp_path, caplog
 
     import torch
 
-    from fairseq_syntax.data.raw_input import RawInputProcessor, RawSource
+    from fairseq_syntax.data.raw_input import RawInputAdapter, RawSource
     from fairseq_syntax.data.side_files import FORMAT_VERSION, MANIFEST
     from fairseq_syntax.syntax.conllu_io import ParsedSentence
 
@@ -355,7 +355,7 @@ def test_raw_input_warns_when_the_trees_were_constituency_trees(tmp_path, caplog
         folder.mkdir()
         (folder / MANIFEST).write_text(json.dumps(
             {"format_version": FORMAT_VERSION, "tree_source": tree_source}))
-        processor = RawInputProcessor(str(folder))
+        processor = RawInputAdapter(str(folder))
         processor._parser = Parser()
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="fairseq_syntax.data.raw_input"):

@@ -161,12 +161,12 @@ def test_raw_input_gives_heads_and_words_without_distances(synthetic_raw, synthe
     stored = task.datasets["valid"]
     assert stored.words is not None and stored.inputs == {"heads", "words"}
     lines = (synthetic_raw / "valid.en").read_text().splitlines()[:6]
-    task.raw_input_processor()._parser = GoldParser(str(synthetic_raw / "valid.en.conllu"))
+    task.raw_input_adapter()._parser = GoldParser(str(synthetic_raw / "valid.en.conllu"))
     tokens, lengths = task.get_interactive_tokens_and_lengths(lines, lambda x: x)
     raw = task.build_dataset_for_inference(tokens, lengths)
     batch = raw.collater([raw[k] for k in range(len(raw))])["net_input"]
     assert "src_distances" not in batch
-    sources = [task._raw_batch.lookup(t, task.source_dictionary.pad()) for t in tokens]
+    sources = [task.raw_input_adapter().batch.lookup(t, task.source_dictionary.pad()) for t in tokens]
     bare = side_tensors(sources, max(len(t) for t in tokens), {"heads", "words"})
     assert set(bare) == {"src_heads", "src_words"}
     for k in range(len(lines)):

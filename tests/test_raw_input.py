@@ -6,7 +6,7 @@ import sentencepiece as spm
 import torch
 from fairseq.data import Dictionary
 
-from fairseq_syntax.data.raw_input import RawInputProcessor
+from fairseq_syntax.data.raw_input import RawInputAdapter
 
 WORD_START = "\u2581"
 
@@ -28,9 +28,9 @@ def test_word_start_inside_text_is_text_not_unknown_pieces(synthetic_raw, synthe
     words[k] = words[k][:2] + WORD_START + words[k][2:]  # e.g. "bo▁ys"
     line = " ".join(words)
 
-    processor = RawInputProcessor(str(synthetic_databin))
+    processor = RawInputAdapter(str(synthetic_databin), dictionary)
     with caplog.at_level(logging.WARNING, logger="fairseq_syntax.data.raw_input"):
-        (source,) = processor.encode([line], dictionary)
+        (source,) = processor.encode([line])
     counts, tokens = _as_preprocessing_encodes(sp, dictionary, words)
     assert source.words == words  # one word each, not one word of the whole line
     assert source.pieces_per_word == counts
@@ -42,10 +42,10 @@ def test_word_start_inside_text_is_text_not_unknown_pieces(synthetic_raw, synthe
     assert f"in {words[k]!r}" in warnings[0]  # names the word that holds it
 
     # fairseq-interactive's --bpe sentencepiece reads it as text too, and warns
-    bpe = RawInputProcessor(str(synthetic_databin))
+    bpe = RawInputAdapter(str(synthetic_databin), dictionary)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="fairseq_syntax.data.raw_input"):
-        bpe.encode([line], dictionary, lambda text: " ".join(sp.encode(text, out_type=str)))
+        bpe.encode([line], lambda text: " ".join(sp.encode(text, out_type=str)))
     assert any("U+2581" in r.getMessage() for r in caplog.records)
 
 
@@ -60,7 +60,7 @@ def test_a_line_of_dictionary_pieces_is_kept_as_pieces(synthetic_raw, synthetic_
     pieces = dictionary.string(tokens[:-1])
     assert WORD_START in pieces and tokens.ne(dictionary.unk()).all()
     with caplog.at_level(logging.WARNING, logger="fairseq_syntax.data.raw_input"):
-        (source,) = RawInputProcessor(str(synthetic_databin)).encode([pieces], dictionary)
+        (source,) = RawInputAdapter(str(synthetic_databin), dictionary).encode([pieces])
     assert source.pieces == pieces.split()
     assert source.words == words
     assert source.pieces_per_word == counts

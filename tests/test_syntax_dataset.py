@@ -290,12 +290,12 @@ def test_raw_input_gives_the_side_files_distances_and_trees(synthetic_raw, synth
              if len(set(stored.words[i].tolist())) < len(stored.words[i])]
     assert len(multi) >= 5, "the test needs sentences with words split into pieces"
     chosen = multi[:8]
-    task.raw_input_processor()._parser = GoldParser(str(synthetic_raw / "valid.en.conllu"))
+    task.raw_input_adapter()._parser = GoldParser(str(synthetic_raw / "valid.en.conllu"))
     tokens, lengths = task.get_interactive_tokens_and_lengths([lines[i] for i in chosen],
                                                               lambda x: x)
     raw = task.build_dataset_for_inference(tokens, lengths)
     raw_batch = raw.collater([raw[k] for k in range(len(raw))])
-    sources = [task._raw_batch.lookup(t, task.source_dictionary.pad()) for t in tokens]
+    sources = [task.raw_input_adapter().batch.lookup(t, task.source_dictionary.pad()) for t in tokens]
     width = max(len(t) for t in tokens)
     bare = side_tensors(sources, width, {"distances", "tree"})
     for k, i in enumerate(chosen):

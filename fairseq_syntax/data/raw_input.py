@@ -3,7 +3,9 @@
 fairseq-interactive hands the task raw lines (``task.get_interactive_tokens_and_lengths``),
 builds a dataset from their token ids (``task.build_dataset_for_inference``) and then
 calls ``task.inference_step`` with a sample whose ``net_input`` holds only
-``src_tokens``/``src_lengths`` (its batches drop everything else). The task therefore:
+``src_tokens``/``src_lengths`` (its batches drop everything else). The task delegates
+these hooks to one :class:`RawInputAdapter`, which holds what they share (the manifest,
+dictionaries, parser, sentencepiece model, the lines last prepared, warnings given once):
 
 1. **words**: splits each line into words as the training source was split, which the
    data-bin's ``syntax_manifest.json`` records (``source_tokenization``): ``parser`` (the
@@ -18,10 +20,10 @@ calls ``task.inference_step`` with a sample whose ``net_input`` holds only
    the pieces after it that do not; :mod:`fairseq_syntax.syntax.subwords`);
 3. **parse** (only when the model needs syntax): one tree per line over those words, with
    the spaCy parser recorded in the manifest (or ``--raw-input-parser``), sentence
-   starts preset as in preprocessing; heads projected to subwords, the word of each
-   piece, and the binary tree (binarised over words, each word's pieces hung below it)
-   made by the same functions as the side-files (:func:`project_heads_to_subwords`,
-   :func:`word_index_of_pieces`, :func:`subword_binary_tree`); a data-bin whose
+   starts preset as in preprocessing (:mod:`fairseq_syntax.syntax.spacy_parser`); heads
+   projected to subwords, the word of each piece, and the binary tree (binarised over
+   words, each word's pieces hung below it) by preprocessing's own step
+   (:func:`fairseq_syntax.syntax.annotate.annotate`); a data-bin whose
    side-files are of another format version is refused, as in training; one whose
    trees came from bracketed constituency parses (``--ptb-suffix``, manifest
    ``tree_source``) gets a warning: raw input has no such parse, so its trees are the
@@ -30,7 +32,8 @@ calls ``task.inference_step`` with a sample whose ``net_input`` holds only
    (:meth:`RawSource.side_row`) and its collater builds the model's side inputs as in
    training (:mod:`fairseq_syntax.data.side_inputs`); ``inference_step`` adds the same
    tensors (:func:`side_tensors`) to fairseq-interactive's bare sample by looking its
-   rows up among the lines it prepared (:class:`RawInputBatch`);
+   rows up among the lines it prepared (:class:`RawInputBatch`,
+   :meth:`RawInputAdapter.add_side_inputs`);
 5. **word alignments**: with ``--print-alignment`` (hard), the subword links
    ``(source piece, target piece)`` are collapsed to word links ``(source word, target
    word)``: each piece maps to the word it belongs to (target words are the
@@ -46,9 +49,9 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
-from fairseq_syntax.syntax.dependency import project_heads_to_subwords, subword_binary_tree
+from fairseq_syntax.syntax.annotate import Annotation, annotate, encode_words
 from fairseq_syntax.syntax.subwords import (
-    WORD_START, pieces_per_word, word_forms, word_index_of_pieces,
+    WORD_START, pieces_per_word, word_forms, word_index_of_pieces, word_links,
 )
 
 from . import side_inputs
@@ -79,12 +82,23 @@ class RawSource:
     pieces: List[str]
     pieces_per_word: List[int]
     tokens: torch.Tensor  # dictionary ids, eos last
-    heads: Optional[torch.Tensor] = None  # [n + 1] long
-    tree: Optional[torch.Tensor] = None  # [n - 1, 2] long
+    annotation: Optional[Annotation] = None  # its side-file rows, once parsed
 
     @property
     def word_of_piece(self) -> List[int]:
         return word_index_of_pieces(self.pieces_per_word)
+
+    @property
+    def heads(self) -> Optional[torch.Tensor]:
+        """[n + 1] long, None until parsed."""
+        return None if self.annotation is None else torch.from_numpy(self.annotation.heads).long()
+
+    @property
+    def tree(self) -> Optional[torch.Tensor]:
+        """[n - 1, 2] long, None until parsed."""
+        if self.annotation is None:
+            return None
+        return torch.from_numpy(self.annotation.tree).long().view(-1, 2)
 
     @property
     def words_row(self) -> torch.Tensor:
@@ -124,11 +138,18 @@ def side_tensors(sources: Sequence[RawSource], src_len: int,
     return {SIDE_INPUTS[name].key: tensor for name, tensor in tensors.items()}
 
 
-class RawInputProcessor:
-    """Turns raw lines into :class:`RawSource` (words, subwords, parse) for a data-bin."""
+class RawInputAdapter:
+    """Raw input of ``fairseq-interactive`` for one data-bin: turns raw lines into
+    :class:`RawSource` (words, subwords, parse) and serves the task's inference hooks.
+    ``bpe_given``: fairseq's ``--bpe`` encodes the words (else the data-bin's spm.model)."""
 
-    def __init__(self, data_dir: str, parser: Optional[str] = None, tokenization: str = "auto"):
+    def __init__(self, data_dir: str, src_dict=None, tgt_dict=None, parser: Optional[str] = None,
+                 tokenization: str = "auto"):
         self.data_dir = data_dir
+        self.src_dict = src_dict
+        self.tgt_dict = tgt_dict
+        self.bpe_given = False
+        self.batch: Optional[RawInputBatch] = None  # the lines last prepared
         self.manifest = read_manifest(data_dir)
         self.parser_name = parser or self._recorded_parser()
         if tokenization == "auto":
@@ -186,10 +207,11 @@ class RawInputProcessor:
             self._sp = data_bin_sentencepiece(self.data_dir, self.manifest)
         return self._sp
 
-    def encode(self, lines: Sequence[str], dictionary,
+    def encode(self, lines: Sequence[str],
                encode_fn: Optional[Callable[[str], str]] = None) -> List[RawSource]:
         """Words and subword tokens of each line. ``encode_fn`` is fairseq-interactive's
         (tokenizer +) bpe; None: the data-bin's spm.model, word by word."""
+        dictionary = self.src_dict
         out = []
         sp = self._spm() if encode_fn is None else None
         for line in lines:
@@ -212,7 +234,7 @@ class RawInputProcessor:
                 pieces = encode_fn(" ".join(words)).split()
                 counts = pieces_per_word(pieces, "auto")
             elif sp is not None:
-                per_word = sp.encode(words, out_type=str) if words else []
+                per_word = encode_words(sp, [words])[0]
                 kept = [(w, p) for w, p in zip(words, per_word) if p]
                 words = [w for w, _ in kept]
                 pieces = [x for _, p in kept for x in p]
@@ -264,12 +286,84 @@ class RawInputProcessor:
         todo = [s for s in sources if s.words]
         trees = self.parser.parse([s.words for s in todo], workers=1, progress=False,
                                   desc="raw input") if todo else []
-        for source, parsed in zip(todo, trees):
-            heads = project_heads_to_subwords(parsed.heads, source.pieces_per_word)
-            source.heads = torch.tensor(heads, dtype=torch.long)
-            tree = subword_binary_tree(parsed.heads, source.pieces_per_word)
-            source.tree = torch.from_numpy(tree).long().view(-1, 2)
-        for source in sources:
-            if not source.words:  # an empty line: eos alone, its own root
-                source.heads = torch.tensor([-1], dtype=torch.long)
-                source.tree = torch.zeros(0, 2, dtype=torch.long)
+        word_heads = {id(s): parsed.heads for s, parsed in zip(todo, trees)}
+        for source in sources:  # an empty line: eos alone, its own root
+            source.annotation = annotate(source.pieces_per_word, word_heads.get(id(source), []))
+
+    # ------------------------------------------------------------- the task's hooks
+
+    def prepare(self, lines: Sequence[str], encode_fn, parse: bool) -> List[torch.Tensor]:
+        """``get_interactive_tokens_and_lengths``: the token ids of each line, keeping its
+        words, subword groups and (with ``parse``) its parse for the later hooks."""
+        sources = self.encode(lines, encode_fn if self.bpe_given else None)
+        if parse:
+            self.parse(sources)
+        self.batch = RawInputBatch(sources)
+        return [s.tokens for s in sources]
+
+    def sources_of(self, src_tokens: torch.Tensor) -> Optional[List[Optional[RawSource]]]:
+        """The prepared raw line of each row of ``src_tokens`` (None where unknown)."""
+        if self.batch is None:
+            return None
+        pad = self.src_dict.pad()
+        return [self.batch.lookup(row, pad) for row in src_tokens]
+
+    def side_rows(self, src_tokens: Sequence[torch.Tensor], names: Iterable[str]
+                  ) -> Dict[str, List[torch.Tensor]]:
+        """``build_dataset_for_inference``: the side-file rows of the model inputs ``names``
+        for each row of ``src_tokens``. Rows not prepared by :meth:`prepare` (e.g. the hub
+        interface) are decoded to pieces, regrouped into words and parsed."""
+        sources = self.sources_of(src_tokens)
+        if sources is None or any(s is None or s.annotation is None for s in sources):
+            eos = self.src_dict.eos()
+            lines = [self.src_dict.string(t[t.ne(eos)], "sentencepiece") for t in src_tokens]
+            sources = self.encode(lines)
+            for source, tokens in zip(sources, src_tokens):
+                if source.tokens.tolist() != list(tokens.tolist()):
+                    raise ValueError(
+                        "this model needs source syntax, and raw input is parsed from "
+                        "words; pass the input through fairseq-interactive (or encode "
+                        "it with the data-bin's spm.model)"
+                    )
+            self.parse(sources)
+            self.batch = RawInputBatch(sources)
+        carried = side_inputs.carried(names)
+        return {spec.name: [s.side_row(spec.name) for s in sources]
+                for name, spec in SIDE_INPUTS.items() if spec.side_file and name in carried}
+
+    def add_side_inputs(self, sample: dict, names: Iterable[str]):
+        """``inference_step``: fairseq-interactive's batches carry only
+        ``src_tokens``/``src_lengths``; returns ``(sample, sources)``, the sample with the
+        side tensors of the model inputs ``names`` added (when missing) and the raw line of
+        each row (None when some row is not a prepared line)."""
+        net_input = sample["net_input"]
+        sources = self.sources_of(net_input["src_tokens"])
+        if sources is not None and any(s is None for s in sources):
+            sources = None
+        if any(key not in net_input for key in side_inputs.model_input_keys(names)):
+            if sources is None:
+                raise ValueError(
+                    f"this model needs source syntax ({', '.join(sorted(names))}) that the "
+                    "batch does not carry"
+                )
+            extra = side_tensors(sources, net_input["src_tokens"].size(1), names)
+            device = net_input["src_tokens"].device
+            sample = dict(sample)
+            sample["net_input"] = {**net_input, **{k: v.to(device) for k, v in extra.items()}}
+        return sample, sources
+
+    def word_level_alignments(self, hypos, sources: Sequence[RawSource]) -> None:
+        """Hard alignments of each hypothesis, ``(source piece, target piece)``, collapsed
+        to ``(source word, target word)`` in place; soft ones stay at subword level."""
+        for source, beams in zip(sources, hypos):
+            src_word_of = source.word_of_piece
+            for hypo in beams:
+                links = hypo.get("alignment")
+                if links is None or len(links) == 0 or not isinstance(links[0], (tuple, list)):
+                    continue
+                if len(links[0]) != 2 or isinstance(links[0][0], str):
+                    continue  # soft alignments: left at subword level
+                tokens = [t for t in hypo["tokens"].tolist() if t != self.tgt_dict.eos()]
+                pieces = [self.tgt_dict[t] for t in tokens]
+                tgt_word_of = word_index_of_pieces(pieces_per_word(pieces, "sentencepiece"))
+                hypo["alignment"] = word_links(links, src_word_of, tgt_word_of)

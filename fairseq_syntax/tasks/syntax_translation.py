@@ -107,9 +107,7 @@ class SyntaxTranslationTask(TranslationTask):
     def __init__(self, cfg, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
         self.declared_inputs = set()  # what the model and the criterion declare
-        self._raw_processor = None  # fairseq-interactive: words, subwords, parses of raw input
-        self._raw_batch = None  # the raw lines last prepared (RawInputBatch)
-        self._bpe_given = False
+        self._raw_input = None  # fairseq-interactive's RawInputAdapter, made on first use
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
@@ -171,78 +169,40 @@ class SyntaxTranslationTask(TranslationTask):
         )
 
     # ------------------------------------------------------------------ raw input
-    # fairseq-interactive: raw lines -> words -> subwords -> parse -> side tensors
-    # (fairseq_syntax/data/raw_input.py explains the steps and the hooks).
+    # fairseq-interactive: raw lines -> words -> subwords -> parse -> side tensors, in one
+    # adapter (fairseq_syntax/data/raw_input.py explains the steps and the hooks).
 
     @property
     def inference_inputs(self):
         """The side inputs a model needs at inference: the requested model inputs."""
         return frozenset(name for name in self.requested_inputs if not SIDE_INPUTS[name].target)
 
-    def raw_input_processor(self):
-        if self._raw_processor is None:
-            from fairseq_syntax.data.raw_input import RawInputProcessor
+    def raw_input_adapter(self):
+        """The :class:`~fairseq_syntax.data.raw_input.RawInputAdapter` of this data-bin."""
+        if self._raw_input is None:
+            from fairseq_syntax.data.raw_input import RawInputAdapter
 
-            self._raw_processor = RawInputProcessor(
-                self.cfg.data.split(os.pathsep)[0], parser=self.cfg.raw_input_parser,
+            self._raw_input = RawInputAdapter(
+                self.cfg.data.split(os.pathsep)[0], self.source_dictionary,
+                self.target_dictionary, parser=self.cfg.raw_input_parser,
                 tokenization=self.cfg.raw_input_tokenizer,
             )
-        return self._raw_processor
+        return self._raw_input
 
     def build_bpe(self, args):
         bpe = super().build_bpe(args)
-        self._bpe_given = bpe is not None
+        self.raw_input_adapter().bpe_given = bpe is not None
         return bpe
 
     def get_interactive_tokens_and_lengths(self, lines, encode_fn):
-        """Raw lines -> token ids, keeping each line's words, subword groups and (when the
-        model needs syntax) its parse for :meth:`build_dataset_for_inference` and
-        :meth:`inference_step`. Without ``--bpe`` the data-bin's ``spm.model`` encodes
-        the words, as in preprocessing."""
-        from fairseq_syntax.data.raw_input import RawInputBatch
-
-        processor = self.raw_input_processor()
-        sources = processor.encode(lines, self.source_dictionary,
-                                   encode_fn if self._bpe_given else None)
-        if self.inference_inputs:
-            processor.parse(sources)
-        self._raw_batch = RawInputBatch(sources)
-        tokens = [s.tokens for s in sources]
+        """Raw lines -> token ids (without ``--bpe`` the data-bin's ``spm.model`` encodes
+        the words, as in preprocessing), parsed when the model needs syntax."""
+        tokens = self.raw_input_adapter().prepare(lines, encode_fn, bool(self.inference_inputs))
         return tokens, [t.numel() for t in tokens]
-
-    def _raw_sources(self, src_tokens):
-        """The prepared raw line of each row of ``src_tokens`` (None where unknown)."""
-        if self._raw_batch is None:
-            return None
-        pad = self.source_dictionary.pad()
-        return [self._raw_batch.lookup(row, pad) for row in src_tokens]
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         wanted = self.inference_inputs
-        side = {}
-        if wanted:
-            sources = self._raw_sources(src_tokens)
-            if sources is None or any(s is None or s.heads is None for s in sources):
-                # not prepared by get_interactive_tokens_and_lengths (e.g. the hub
-                # interface): recover the words from the subword tokens and parse them
-                from fairseq_syntax.data.raw_input import RawInputBatch
-
-                processor = self.raw_input_processor()
-                lines = [self.source_dictionary.string(t[t.ne(self.source_dictionary.eos())],
-                                                       "sentencepiece") for t in src_tokens]
-                sources = processor.encode(lines, self.source_dictionary)
-                for source, tokens in zip(sources, src_tokens):
-                    if source.tokens.tolist() != list(tokens.tolist()):
-                        raise ValueError(
-                            "this model needs source syntax, and raw input is parsed from "
-                            "words; pass the input through fairseq-interactive (or encode "
-                            "it with the data-bin's spm.model)"
-                        )
-                processor.parse(sources)
-                self._raw_batch = RawInputBatch(sources)
-            side = {spec.name: [s.side_row(spec.name) for s in sources]
-                    for name, spec in SIDE_INPUTS.items()
-                    if spec.side_file and name in side_inputs.carried(wanted)}
+        side = self.raw_input_adapter().side_rows(src_tokens, wanted) if wanted else {}
         return SyntaxLanguagePairDataset(
             src_tokens,
             src_lengths,
@@ -256,46 +216,15 @@ class SyntaxTranslationTask(TranslationTask):
         )
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
-        """fairseq-interactive's batches carry only ``src_tokens``/``src_lengths``: add the
-        side tensors of the raw lines they hold, and collapse hard alignments to words."""
-        net_input = sample["net_input"]
-        sources = self._raw_sources(net_input["src_tokens"])
-        if sources is not None and any(s is None for s in sources):
-            sources = None
-        wanted = self.inference_inputs
-        if any(key not in net_input for key in side_inputs.model_input_keys(wanted)):
-            if sources is None:
-                raise ValueError(
-                    f"this model needs source syntax ({', '.join(sorted(wanted))}) that the "
-                    "batch does not carry"
-                )
-            from fairseq_syntax.data.raw_input import side_tensors
-
-            extra = side_tensors(sources, net_input["src_tokens"].size(1), wanted)
-            device = net_input["src_tokens"].device
-            sample = dict(sample)
-            sample["net_input"] = {**net_input, **{k: v.to(device) for k, v in extra.items()}}
+        """Adds the side tensors of the raw lines a batch holds, and collapses hard
+        alignments to words."""
+        adapter = self.raw_input_adapter()
+        sample, sources = adapter.add_side_inputs(sample, self.inference_inputs)
         hypos = super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens,
                                        constraints=constraints)
         if sources is not None:
-            self._word_level_alignments(hypos, sources)
+            adapter.word_level_alignments(hypos, sources)
         return hypos
-
-    def _word_level_alignments(self, hypos, sources):
-        from fairseq_syntax.syntax.subwords import pieces_per_word, word_index_of_pieces, word_links
-
-        for source, beams in zip(sources, hypos):
-            src_word_of = source.word_of_piece
-            for hypo in beams:
-                links = hypo.get("alignment")
-                if links is None or len(links) == 0 or not isinstance(links[0], (tuple, list)):
-                    continue
-                if len(links[0]) != 2 or isinstance(links[0][0], str):
-                    continue  # soft alignments: left at subword level
-                tokens = [t for t in hypo["tokens"].tolist() if t != self.target_dictionary.eos()]
-                pieces = [self.target_dictionary[t] for t in tokens]
-                tgt_word_of = word_index_of_pieces(pieces_per_word(pieces, "sentencepiece"))
-                hypo["alignment"] = word_links(links, src_word_of, tgt_word_of)
 
 
 def _unnormalized(args):

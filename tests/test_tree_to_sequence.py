@@ -7,11 +7,10 @@ import torch
 import torch.nn as nn
 
 from conftest import generate_args, run_cli, train_args
-from model_utils import build_model, incremental_log_probs, random_batch
+from model_utils import build_model, incremental_log_probs, random_batch, tiny_dictionary
 
-from fairseq_syntax.modules.tree_lstm import (
-    BinaryTreeLSTM, TreeLSTMCell, sequential_memory_cells, tree_levels,
-)
+from fairseq_syntax.modules.rnn_encoder import RNNEncoder, sequential_memory_cells
+from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, TreeLSTMCell, tree_levels
 
 SMALL = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_embed_dim=8, decoder_hidden_size=10)
 
@@ -190,11 +189,79 @@ def test_memory_cells_equal_a_step_by_step_lstm():
     assert torch.allclose(cells[:, 0, 4:], c_n[1], atol=1e-6)
 
 
+class InternalsProbe(nn.Module):
+    """An encoder extension that asks for the LSTM's states and cells and keeps what it saw."""
+
+    encoder_internals = ("lstm_states", "lstm_cells")
+
+    def __init__(self):
+        super().__init__()
+        self.seen = {}
+
+    def forward(self, encoder_out):
+        self.seen = dict(encoder_out)
+        return encoder_out
+
+
+def test_encoder_gives_its_undropped_states_and_cells_to_extensions_that_ask():
+    torch.manual_seed(3)
+    d = tiny_dictionary()
+    src = torch.tensor([[5, 6, 7, 8, d.eos()], [9, 10, d.eos(), d.pad(), d.pad()]])
+    lengths = torch.tensor([5, 3])
+    probe = InternalsProbe()
+    encoder = RNNEncoder(d, 5, 4, 1, dropout=0.5, extensions=[probe]).train()
+    out = encoder(src, lengths)
+    assert "lstm_states" not in out and "lstm_cells" not in out
+    states, cells = probe.seen["lstm_states"], probe.seen["lstm_cells"]
+    assert states.shape == cells.shape == (2, 5, 8)
+    # the annotations are the same states after dropout: 0 or scaled by 1 / (1 - p)
+    kept = out["annotations"].ne(0)
+    assert 0 < int(kept.sum()) < 8 * int(lengths.sum())  # some real states were dropped
+    assert torch.allclose(out["annotations"][kept], 2 * states[kept])
+    # the cells are the LSTM's own: its last cells, and a step-by-step LSTM in eval mode
+    encoder.eval()
+    with torch.no_grad():
+        encoder(src, lengths)
+        packed = nn.utils.rnn.pack_padded_sequence(encoder.embed_tokens(src), lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        _, (_, c_n) = encoder.lstm(packed)
+    cells = probe.seen["lstm_cells"]
+    assert torch.allclose(cells[torch.arange(2), lengths - 1, :4], c_n[0], atol=1e-6)
+    assert torch.allclose(cells[:, 0, 4:], c_n[1], atol=1e-6)
+    assert cells[1, 3:].abs().max() == 0
+
+
+def test_encoder_refuses_internals_it_cannot_give():
+    class Unknown(nn.Module):
+        encoder_internals = ("lstm_gates",)
+
+    with pytest.raises(ValueError, match="unknown encoder internals"):
+        RNNEncoder(tiny_dictionary(), 5, 4, 1, 0.0, extensions=[Unknown()])
+    with pytest.raises(ValueError, match="one-layer encoder only, got 2 layers"):
+        RNNEncoder(tiny_dictionary(), 5, 4, 2, 0.0, extensions=[InternalsProbe()])
+
+
 # ------------------------------------------------------------------------- the model
 
 def tree_batch(model, seed=0):
     src, lengths, prev = random_batch(model, bsz=4, src_len=7, seed=seed)
     return src, lengths, prev, batch_trees()
+
+
+def test_no_hooks_and_checkpoints_that_held_the_encoder_lstm_twice_load():
+    model = build_model("tree2seq", **SMALL)
+    assert [m for m in model.modules() if m._forward_hooks or m._forward_pre_hooks] == []
+    state = model.state_dict()
+    assert [k for k in state if "._lstm." in k] == []
+    # before the encoder exposed its cells, the tree layer held the encoder's LSTM as "_lstm"
+    old = dict(state)
+    for key, value in model.encoder.lstm.state_dict().items():
+        old[f"encoder.extensions.0._lstm.{key}"] = value.clone()
+    fresh = build_model("tree2seq", **SMALL)
+    fresh.load_state_dict(old)  # strict
+    src, lengths, prev, tree = tree_batch(model)
+    with torch.no_grad():
+        assert torch.equal(fresh(src, lengths, prev, src_tree=tree)[0], model(src, lengths, prev, src_tree=tree)[0])
 
 
 def test_attention_over_words_and_phrases_sums_to_one():

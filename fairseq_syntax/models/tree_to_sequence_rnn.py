@@ -15,8 +15,9 @@ The ``attentional_rnn`` backbone plus
 Leaves. The encoder is the backbone's BiLSTM, so a leaf ``j`` is the sequential state at
 token ``j``: hidden unit ``[h→_j; h←_j]`` and, with ``--leaf-cells lstm`` (the default,
 the paper's choice), memory cell ``[c→_j; c←_j]``, recovered exactly from the LSTM's
-inputs and outputs by :func:`~fairseq_syntax.modules.tree_lstm.sequential_memory_cells`
-(one-layer encoders only). ``--leaf-cells zero`` gives the leaves zero memory cells (any
+inputs and outputs by the encoder's
+:meth:`~fairseq_syntax.modules.rnn_encoder.RNNEncoder.memory_cells` (one-layer encoders
+only). ``--leaf-cells zero`` gives the leaves zero memory cells (any
 number of encoder layers). The leaves are the LSTM's states before dropout; the phrase
 states get the encoder's dropout before attention, like the word annotations. The
 eos position is not a leaf. "The last sequential state" ``h_n`` is the backbone's
@@ -39,7 +40,7 @@ from torch import Tensor
 
 from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, AttentionalRNNModel
 from fairseq_syntax.modules.phrase_attention import PhraseAttentionLayer
-from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, TreeLSTMCell, sequential_memory_cells
+from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, TreeLSTMCell
 
 LEAF_CELLS = ChoiceEnum(["lstm", "zero"])
 
@@ -66,9 +67,9 @@ class TreeEncoderLayer(nn.Module):
     node ``n + k``; the root of a parsed sentence is its last valid row), their
     concatenation with the word annotations for the attention (``word_phrase_annotations``,
     ``word_phrase_mask``), and replaces
-    ``summary_hidden``/``summary_cell`` by eq. 12. :meth:`attach` registers a forward
-    hook on the encoder's ``nn.LSTM`` to see its input and output (the undropped states
-    and, for ``leaf_cells='lstm'``, the memory cells).
+    ``summary_hidden``/``summary_cell`` by eq. 12. It reads the leaves from the
+    encoder's ``lstm_states`` and, for ``leaf_cells='lstm'``, ``lstm_cells`` (its
+    ``encoder_internals``, see :class:`~fairseq_syntax.modules.rnn_encoder.RNNEncoder`).
     """
 
     def __init__(self, dim: int, dropout: float, leaf_cells: str = "lstm", forget_bias: float = 1.0):
@@ -77,35 +78,20 @@ class TreeEncoderLayer(nn.Module):
         self.init_cell = TreeLSTMCell(dim, forget_bias)
         self.dropout = dropout
         self.leaf_cells = leaf_cells
-        self._lstm = None
-        self._captured = None
+        self.encoder_internals = ("lstm_states", "lstm_cells") if leaf_cells == "lstm" else ("lstm_states",)
 
-    def attach(self, lstm: nn.LSTM):
-        self._lstm = lstm
-        lstm.register_forward_hook(self._capture)
-
-    def _capture(self, module, args, output):
-        self._captured = (args[0], output[0])
+    def upgrade_state_dict_named(self, state_dict, name):
+        # checkpoints from before the encoder exposed its cells held the encoder's LSTM
+        # a second time, under this layer's "_lstm"
+        for key in [k for k in state_dict if k.startswith(f"{name}._lstm.")]:
+            del state_dict[key]
 
     def leaves(self, encoder_out: Dict[str, Tensor]):
         """Leaf hidden states and memory cells ``[B, S, C]`` (see the module docstring)."""
-        annotations = encoder_out["annotations"]
-        lengths = (~encoder_out["padding_mask"]).sum(1)
-        captured, self._captured = self._captured, None
-        if captured is None:
-            if self.leaf_cells == "lstm":
-                raise RuntimeError("TreeEncoderLayer.attach(encoder.lstm) was not called")
-            return annotations, torch.zeros_like(annotations)
-        layer_input, layer_output = captured
-        total = annotations.size(1)
-        hidden, _ = nn.utils.rnn.pad_packed_sequence(layer_output, batch_first=True, total_length=total) \
-            if isinstance(layer_output, nn.utils.rnn.PackedSequence) else (layer_output, None)
+        hidden = encoder_out["lstm_states"]
         if self.leaf_cells == "zero":
             return hidden, torch.zeros_like(hidden)
-        cells = sequential_memory_cells(self._lstm, layer_input, layer_output, lengths)
-        if cells.size(1) < total:
-            cells = F.pad(cells, (0, 0, 0, total - cells.size(1)))
-        return hidden, cells
+        return hidden, encoder_out["lstm_cells"]
 
     def forward(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
         if "src_tree" not in encoder_out:
@@ -170,11 +156,3 @@ class TreeToSequenceModel(AttentionalRNNModel):
                 f"--encoder-layers {cfg.encoder_layers} use --leaf-cells zero"
             )
         return [TreeEncoderLayer(encoder_dim, cfg.dropout, leaf_cells, cfg.tree_forget_bias)]
-
-    @classmethod
-    def build_model(cls, cfg, task):
-        model = super().build_model(cfg, task)
-        for extension in model.encoder.extensions:
-            if isinstance(extension, TreeEncoderLayer):
-                extension.attach(model.encoder.lstm)
-        return model

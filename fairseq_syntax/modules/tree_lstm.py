@@ -11,17 +11,11 @@ height (leaves 0, a parent one more than its highest child). Every node of one l
 every sentence, is computed by one batched evaluation of eq. 11 (:class:`TreeLSTMLevels`);
 the only Python loop is over the levels (:func:`tree_levels`), never over nodes or
 sentences.
-
-:func:`sequential_memory_cells` recovers the memory cells ``c_t`` of a (bidirectional,
-one-layer) ``nn.LSTM`` at every position from its input and output sequences, because
-``nn.LSTM`` returns the hidden states of every step but the memory cell of the last one
-only; the paper's leaves are the sequential LSTM's hidden units *and* memory cells.
 """
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -256,63 +250,3 @@ def _scatter_add(grads: List[Tensor], route: Route, values: Tensor) -> None:
     """``grads[store[i]][row[i]] += values[i]`` for every ``i`` (the adjoint of :func:`_gather`)."""
     for j, pick, rows in route[0]:
         grads[j].index_add_(0, rows, values.index_select(0, pick))
-
-
-def _unpack(sequence, total_length: int) -> Tensor:
-    if isinstance(sequence, nn.utils.rnn.PackedSequence):
-        out, _ = nn.utils.rnn.pad_packed_sequence(sequence, batch_first=True, total_length=total_length)
-        return out
-    return sequence
-
-
-def _rows(bias, rows):
-    return None if bias is None else bias[rows]
-
-
-def sequential_memory_cells(lstm: nn.LSTM, layer_input, layer_output, lengths: Tensor) -> Tensor:
-    """Memory cells ``c_t`` of a one-layer (bi)directional ``nn.LSTM`` at every position.
-
-    ``nn.LSTM`` returns ``h_t`` for every step but ``c_t`` for the last step only. With
-    the step's input ``x_t`` and the previous hidden state ``h_{t-1}`` (its own output
-    one step earlier; ``h_{t+1}`` for the backward direction) all gates of all steps are
-    one batched product, and ``c_t = f_t ⊙ c_{t-1} + i_t ⊙ g_t`` is an elementwise scan
-    over time. The result equals the cells the LSTM computed (and differentiates like
-    them: each step is the LSTM's own cell function of the same inputs).
-
-    ``layer_input``/``layer_output``: what the LSTM was called with and returned
-    (batch-first, packed or padded); ``lengths [B]``. Returns ``[B, S, H * directions]``
-    (forward cells first, like the outputs); zero at padding.
-    """
-    if lstm.num_layers != 1 or not lstm.batch_first or lstm.proj_size:
-        raise ValueError("memory cells can be recovered for a one-layer batch-first LSTM only")
-    lengths = lengths.to(layer_input.data.device if hasattr(layer_input, "data") else layer_input.device)
-    total = int(lengths.max())
-    x = _unpack(layer_input, total)
-    out = _unpack(layer_output, total)
-    bsz, steps = x.shape[:2]
-    hidden = lstm.hidden_size
-    real = (torch.arange(steps, device=x.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
-    cells = []
-    for direction in range(2 if lstm.bidirectional else 1):
-        suffix = "_reverse" if direction else ""
-        h = out[..., direction * hidden:(direction + 1) * hidden].masked_fill(~real, 0.0)
-        zero = h.new_zeros(bsz, 1, hidden)
-        prev_h = torch.cat([h[:, 1:], zero], 1) if direction else torch.cat([zero, h[:, :-1]], 1)
-        # c_t needs the input, forget and cell gates only: the first 3H rows of the weights
-        # (nn.LSTM orders them i, f, g, o)
-        rows = slice(0, 3 * hidden)
-        gates = F.linear(x, getattr(lstm, "weight_ih_l0" + suffix)[rows], _rows(getattr(lstm, "bias_ih_l0" + suffix, None), rows))
-        gates = gates + F.linear(prev_h, getattr(lstm, "weight_hh_l0" + suffix)[rows], _rows(getattr(lstm, "bias_hh_l0" + suffix, None), rows))
-        i, f, g = gates.chunk(3, dim=-1)
-        update = (torch.sigmoid(i) * torch.tanh(g)).masked_fill(~real, 0.0)
-        forget = torch.sigmoid(f)
-        order = range(steps - 1, -1, -1) if direction else range(steps)
-        c = h.new_zeros(bsz, hidden)
-        per_step = [None] * steps
-        for t in order:
-            c = forget[:, t] * c + update[:, t]
-            per_step[t] = c
-        cells.append(torch.stack(per_step, dim=1))
-    # the backward scan starts at padding with c = 0 and update 0, so it enters each
-    # sentence's last token with c = 0 (f * 0 + 0 stays 0 through the padding)
-    return torch.cat(cells, dim=-1).masked_fill(~real, 0.0)

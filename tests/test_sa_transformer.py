@@ -14,6 +14,7 @@ from model_utils import build_model, incremental_log_probs, random_batch
 from test_matrix_tree import brute_force
 from test_transformer_backbone import transformer_train_args
 
+from fairseq_syntax.cli.induced_trees import table3_column
 from fairseq_syntax.modules.tree_marginal_attention import tree_marginal_weights
 from fairseq_syntax.syntax.dependency import validate_heads
 from fairseq_syntax.syntax.tree_scores import format_table3, read_gold_trees, score_corpus
@@ -251,7 +252,7 @@ def test_defaults_and_option_errors():
     layers = [type(layer.self_attn).__name__ for layer in model.encoder.layers]
     assert layers == ["MultiheadAttention", "TreeMarginalSelfAttention"]  # the top layer
     assert model.encoder.layers[1].self_attn.tree_heads == 1
-    assert model.table3_column == "sa_transformer"
+    assert table3_column(model) == "sa_transformer"
     with pytest.raises(ValueError, match=r"--sa-heads 3: the encoder layers have 2 heads"):
         build_model("sa_transformer_tiny", sa_heads=3)
     with pytest.raises(ValueError, match=r"--sa-layers \[2\]: the encoder has 2 layers"):

@@ -237,17 +237,17 @@ def test_presets_tie_target_embeddings_to_the_output_layer(arch):
 
 
 @pytest.mark.parametrize("shared", [True, False])
-def test_gate_layer_shares_or_separates_weights_and_records_gates(shared):
+def test_gate_layer_shares_or_separates_weights_and_returns_its_gates(shared):
     torch.manual_seed(4)
     layer = SyntaxGateAttentionLayer(6, 8, shared=shared).eval()
     enc, _ = encoder_dict(bsz=2)
     enc["syntax_annotations"] = torch.randn(2, 7, 8)
     state = layer.init_state(enc)
     assert ("syntax_keys" in state) is not shared
-    layer.gate_recorder = []
     hidden = torch.randn(2, 6)
-    out, weights, _ = layer(hidden, enc, state)
-    (gate,) = layer.gate_recorder
+    out, weights, new_state = layer(hidden, enc, state)
+    gate = new_state["extra.syntax_gate"]  # the decoder returns it as extra["syntax_gate"]
+    torch.testing.assert_close(gate, torch.sigmoid(layer.gate(hidden)))
     assert gate.shape == (2, 8) and bool(((gate > 0) & (gate < 1)).all())
     assert out.shape == (2, 6) and torch.allclose(weights.sum(-1), torch.ones(2))
     # the syntactic vector: content weights if shared, the second attention if not
@@ -262,10 +262,20 @@ def test_gate_layer_shares_or_separates_weights_and_records_gates(shared):
 # --- whole models ------------------------------------------------------------------------
 
 
+def test_table3_columns_belong_to_the_induced_trees_tool_not_to_the_models():
+    from fairseq.models import MODEL_REGISTRY
+
+    from fairseq_syntax.cli.induced_trees import table3_column
+
+    ours = [cls for cls in MODEL_REGISTRY.values() if cls.__module__.startswith("fairseq_syntax.")]
+    assert StructuredAttentionRNNModel in ours
+    assert [cls.__name__ for cls in ours if hasattr(cls, "table3_column")] == []
+    assert {arch: table3_column(build_model(arch)) for arch in ARCHS} == COLUMNS
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_incremental_decoding_equals_full_forward_after_reorder(arch):
     model = build_model(arch, decoder_layers=2)
-    assert model.table3_column == COLUMNS[arch]
     src, lengths, prev = random_batch(model, bsz=4)
     order = torch.tensor([2, 2, 0, 3])
     with torch.no_grad():
@@ -276,6 +286,23 @@ def test_incremental_decoding_equals_full_forward_after_reorder(arch):
         step_plain = incremental_log_probs(model, model.encoder(src, lengths), prev)
     assert torch.allclose(full, step, atol=1e-5)
     assert torch.allclose(plain, step_plain, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["sa_nmt", "fa_nmt_shared"])
+def test_decoder_returns_the_syntax_gates_of_every_step(arch):
+    model = build_model(arch, decoder_layers=2)
+    src, lengths, prev = random_batch(model, bsz=3)
+    with torch.no_grad():
+        encoder_out = model.encoder(src, lengths)
+        _, extra = model.decoder(prev, encoder_out=encoder_out)
+        gates = extra["syntax_gate"][0]
+        assert gates.shape == (3, prev.size(1), 2 * model.encoder.lstm.hidden_size)
+        assert bool(((gates > 0) & (gates < 1)).all())
+        # step t's gate is the one an incremental decoder computes at step t
+        state = {}
+        for t in range(prev.size(1)):
+            _, step_extra = model.decoder(prev[:, :t + 1], encoder_out=encoder_out, incremental_state=state)
+            torch.testing.assert_close(step_extra["syntax_gate"][0][:, 0], gates[:, t])
 
 
 @pytest.mark.parametrize("arch", ["sa_nmt_shared", "fa_nmt"])

@@ -232,6 +232,26 @@ def output_path(template: str, arch: str, several: bool) -> str:
     return template.replace("{arch}", arch)
 
 
+def table3_column(model) -> str:
+    """The column of Table 3 (a key of
+    :data:`~fairseq_syntax.syntax.tree_scores.TABLE3_COLUMNS`) that a model fills: an
+    ``sa_transformer`` model the SA transformer column; a ``structured_attention_rnn`` one
+    FA or SA by its self-attention (flat or structured), then ``1set`` (one annotation set),
+    ``hard`` (hard heads), or ``shared`` / ``separate`` by its decoder's syntax context."""
+    from fairseq_syntax.models.sa_transformer import SATransformerModel
+    from fairseq_syntax.modules.structured_attention import FlatSelfAttention
+
+    if isinstance(model, SATransformerModel):
+        return "sa_transformer"
+    layer = model.encoder.extensions[0]
+    group = "fa" if isinstance(layer, FlatSelfAttention) else "sa"
+    if layer.one_set:
+        return f"{group}_1set"
+    if getattr(layer, "hard", False):
+        return f"{group}_hard"
+    return f"{group}_{'shared' if model.decoder.attention.shared else 'separate'}"
+
+
 @dataclass
 class InducedTrees:
     """The trees one checkpoint induces on a split, (words, 0-based heads) in the split's
@@ -250,7 +270,7 @@ def induced(model, task, split: str, batch_size: int, use_cuda: bool,
     """Induce the trees of ``split`` (:func:`induce_trees`), write them to ``output`` as
     CoNLL-U and score them against ``gold`` (read from ``gold_path``)."""
     trees = induce_trees(model, task, split, batch_size, use_cuda, word_lengths)
-    result = InducedTrees(model.arch_name, model.table3_column, trees)
+    result = InducedTrees(model.arch_name, table3_column(model), trees)
     if output:
         write_conllu(output, [ParsedSentence(words, heads) for words, heads in trees])
         print(f"wrote {len(trees)} induced trees of '{split}' to {output}")
@@ -287,8 +307,9 @@ def gate_norms(model, task, split: str, batch_size: int, beam: int, max_len_a: f
     """Per sentence: (id, source, target pieces ending with </s>, ‖g_t‖₂ per piece)."""
     from fairseq.sequence_generator import SequenceGenerator
 
-    attention = getattr(model.decoder, "attention", None)
-    if not hasattr(attention, "gate_recorder"):
+    from fairseq_syntax.modules.syntax_gate_attention import GATE, SyntaxGateAttentionLayer
+
+    if not isinstance(getattr(model.decoder, "attention", None), SyntaxGateAttentionLayer):
         raise SystemExit(
             "error: this model has no syntax gate (sa_nmt_1set folds syntax into one "
             "annotation set, sa_transformer has none); the gate analysis needs "
@@ -309,13 +330,8 @@ def gate_norms(model, task, split: str, batch_size: int, beam: int, max_len_a: f
                 prev[row, 0] = tgt_dict.eos()
                 prev[row, 1:len(target)] = target[:-1]
             net = sample["net_input"]
-            attention.gate_recorder = []
-            try:
-                model(net["src_tokens"], net["src_lengths"], prev)
-                gates = torch.stack(attention.gate_recorder, dim=1)  # [B, T, C]
-            finally:
-                attention.gate_recorder = None
-            norms = gates.float().norm(dim=-1).cpu()
+            _, extra = model(net["src_tokens"], net["src_lengths"], prev)
+            norms = extra[GATE][0].float().norm(dim=-1).cpu()  # [B, T]
             for row, index in enumerate(sample["id"].tolist()):
                 target = targets[row].cpu()
                 src = net["src_tokens"][row].cpu()

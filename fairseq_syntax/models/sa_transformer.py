@@ -63,11 +63,6 @@ class SATransformerModel(SyntaxTransformerModel):
                                    tree_heads=_option(cfg, "sa_heads", 1),
                                    side_input_keys=cls.side_input_keys(cfg))
 
-    @property
-    def table3_column(self) -> str:
-        """The model's column in Table 3 (see :data:`fairseq_syntax.syntax.tree_scores.TABLE3_COLUMNS`)."""
-        return "sa_transformer"
-
 
 def _option(cfg, name, default):
     value = safe_getattr(cfg, name, None)

@@ -140,20 +140,6 @@ class StructuredAttentionRNNModel(AttentionalRNNModel):
             gate_input=_value(cfg.syntax_gate_input),
         )
 
-    @property
-    def table3_column(self) -> str:
-        """The model's column in Table 3 (see :data:`fairseq_syntax.syntax.tree_scores.TABLE3_COLUMNS`)."""
-        layer = self.encoder.extensions[0]
-        if isinstance(layer, FlatSelfAttention):
-            kind = "fa"
-        else:
-            kind = "sa"
-        if layer.one_set:
-            return f"{kind}_1set"
-        if getattr(layer, "hard", False):
-            return f"{kind}_hard"
-        return f"{kind}_{'shared' if self.decoder.attention.shared else 'separate'}"
-
 
 def _arch(name: str, doc: str, **settings):
     # §5.2: "In all the models, we share the weights of target word embeddings and the

@@ -22,19 +22,22 @@ top decoder state ``h_t``:
 * attentional state (eq. 12): ``h̃_t = tanh(W_c [c_t; h_t; g_t ⊙ d_t])``.
 
 The weights returned (``extra["attn"]``, alignments, beam-search attention) are the
-content weights ``a_t``. The gate analysis of §6 (eq. 17) is the norm ``‖g_t‖₂``: set
-``layer.gate_recorder = []`` and every forward step appends its ``g_t`` ``[B, C]``
-(detached) to it (``None``, the default, records nothing).
+content weights ``a_t``. The gates ``g_t`` come back from the decoder as
+``extra["syntax_gate"][0]`` ``[B, T, C]`` (the layer returns each step's in its state under
+``"extra.syntax_gate"``, see :class:`~fairseq_syntax.modules.rnn_decoder.RNNDecoder`);
+their norm ``‖g_t‖₂`` is the gate analysis of §6 (eq. 17).
 """
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn as nn
 from torch import Tensor
 
 from .global_attention import LuongScore, attend, masked_softmax
+from .rnn_decoder import EXTRA
 
 GATE_INPUTS = ("hidden", "hidden_context")
+GATE = "syntax_gate"  # the decoder's extra output that holds the gates g_t
 
 
 class SyntaxGateAttentionLayer(nn.Module):
@@ -66,7 +69,6 @@ class SyntaxGateAttentionLayer(nn.Module):
         self.gate = nn.Linear(gate_in, syntax_dim)
         self.output_dim = output_dim or query_dim
         self.combine = nn.Linear(key_dim + query_dim + syntax_dim, self.output_dim, bias=False)
-        self.gate_recorder: Optional[List[Tensor]] = None
 
     def init_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
         if "syntax_annotations" not in encoder_out:
@@ -92,7 +94,5 @@ class SyntaxGateAttentionLayer(nn.Module):
         syntax = attend(syntax_weights, encoder_out["syntax_annotations"])
         gate_in = hidden if self.gate_input == "hidden" else torch.cat([hidden, context], dim=-1)
         gate = torch.sigmoid(self.gate(gate_in))
-        if self.gate_recorder is not None:
-            self.gate_recorder.append(gate.detach())
         out = torch.tanh(self.combine(torch.cat([context, hidden, gate * syntax], dim=-1)))
-        return out, weights, state
+        return out, weights, dict(state, **{EXTRA + GATE: gate})

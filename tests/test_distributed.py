@@ -90,6 +90,7 @@ TRANSFORMERS = {
     "sdatt_double_transformer_tiny": transformer_args("sdatt_double_transformer_tiny"),
     "sa_transformer_tiny": transformer_args("sa_transformer_tiny", "--sa-layers", "0,1",
                                             "--sa-heads", "2"),
+    "tree2seq_transformer_tiny": transformer_args("tree2seq_transformer_tiny"),
     "supervised cross-attention": transformer_args(
         "syntax_transformer_tiny", "--criterion", "supervised_attention_cross_entropy",
         "--alignment-layer", "0", "--alignment-heads", "1"),

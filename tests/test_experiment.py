@@ -469,7 +469,8 @@ def test_transformer_methods_train_with_the_transformer_recipe():
     # supervised backbone and fairseq's transformer_align
     assert [m.key for m in methods] == [
         "syntax_transformer", "syntax_transformer+supervised_attention", "transformer_align",
-        "pascal_transformer", "sa_transformer", "sdatt_double_transformer", "sdatt_transformer"]
+        "pascal_transformer", "sa_transformer", "sdatt_double_transformer", "sdatt_transformer",
+        "tree2seq_transformer"]
     assert not any(m.family == "transformer" for m in experiment.select_methods(
         experiment.DEFAULT_METHODS["synthetic"]))
     corpus = experiment.Corpus("synthetic", "bin", {})

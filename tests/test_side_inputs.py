@@ -34,6 +34,7 @@ def test_every_plugin_model_declares_with_the_class_method():
     expected = {"tree2seq": {"tree"}, "sdatt_syntax": {"distances"},
                 "sdatt_double_syntax": {"distances"}, "pascal_transformer_tiny": {"heads", "words"},
                 "sdatt_transformer_tiny": {"distances"}, "sa_transformer_tiny": set(),
+                "tree2seq_transformer_tiny": {"tree"},
                 "sdatt_local_p": set(), "attentional_rnn": set(), "sa_nmt": set()}
     seen = set()
     for arch, cls in ARCH_MODEL_REGISTRY.items():

@@ -8,3 +8,4 @@ from . import syntax_transformer  # noqa: F401
 from . import pascal_transformer  # noqa: F401
 from . import sdatt_transformer  # noqa: F401
 from . import sa_transformer  # noqa: F401
+from . import tree2seq_transformer  # noqa: F401

@@ -40,7 +40,7 @@ from torch import Tensor
 
 from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, AttentionalRNNModel
 from fairseq_syntax.modules.phrase_attention import PhraseAttentionLayer
-from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, TreeLSTMCell
+from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, TreeLSTMCell, check_internal_nodes
 
 LEAF_CELLS = ChoiceEnum(["lstm", "zero"])
 
@@ -103,14 +103,8 @@ class TreeEncoderLayer(nn.Module):
         num_leaves = (~encoder_out["padding_mask"]).sum(1) - 1  # tokens without eos
         leaf_h, leaf_c = self.leaves(encoder_out)
         phrase_h, phrase_c, valid = self.tree_lstm(leaf_h, leaf_c, tree, num_leaves)
+        check_internal_nodes(valid, num_leaves)
         nodes = valid.sum(1)
-        bad = nodes.ne(0) & nodes.ne(num_leaves - 1)
-        if bad.any():
-            b = int(bad.nonzero()[0])
-            raise ValueError(
-                f"batch row {b}: the binary tree has {int(nodes[b])} internal nodes for "
-                f"{int(num_leaves[b])} tokens (expected n - 1, or none without a parse)"
-            )
         has_tree = nodes.gt(0).unsqueeze(1).to(phrase_h.dtype)
         root = (nodes - 1).clamp(min=0)
         rows = torch.arange(tree.size(0), device=tree.device)

@@ -111,6 +111,19 @@ def tree_levels(tree: Tensor, num_leaves: Tensor, leaf_slots: int) -> List[TreeL
     return levels
 
 
+def check_internal_nodes(valid: Tensor, num_leaves: Tensor) -> None:
+    """Raise ``ValueError`` unless each sentence's tree has ``n - 1`` internal nodes, or none
+    (no parse), for its ``n`` leaves; ``valid [B, M]`` marks the tree rows."""
+    nodes = valid.sum(1)
+    bad = nodes.ne(0) & nodes.ne(num_leaves - 1)
+    if bad.any():
+        b = int(bad.nonzero()[0])
+        raise ValueError(
+            f"batch row {b}: the binary tree has {int(nodes[b])} internal nodes for "
+            f"{int(num_leaves[b])} tokens (expected n - 1, or none without a parse)"
+        )
+
+
 class BinaryTreeLSTM(nn.Module):
     """Phrase states of a batch of binary trees over given leaf states, level by level.
 

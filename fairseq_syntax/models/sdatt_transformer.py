@@ -113,19 +113,43 @@ def _sdatt_defaults(args, context):
     args.sdatt_context = _option(args, "sdatt_context", context)
 
 
-def _arch(name, sizes, context):
-    def architecture(args):
-        _sdatt_defaults(args, context)
-        sizes(args)
-
-    architecture.__name__ = name
-    architecture.__doc__ = f"{sizes.__name__} sizes, {context} context."
-    register_model_architecture("sdatt_transformer", name)(architecture)
+@register_model_architecture("sdatt_transformer", "sdatt_transformer")
+def sdatt_transformer(args):
+    """syntax_transformer sizes, single context."""
+    _sdatt_defaults(args, "single")
+    syntax_transformer(args)
 
 
-_arch("sdatt_transformer", syntax_transformer, "single")
-_arch("sdatt_transformer_iwslt_de_en", syntax_transformer_iwslt_de_en, "single")
-_arch("sdatt_transformer_tiny", syntax_transformer_tiny, "single")
-_arch("sdatt_double_transformer", syntax_transformer, "double")
-_arch("sdatt_double_transformer_iwslt_de_en", syntax_transformer_iwslt_de_en, "double")
-_arch("sdatt_double_transformer_tiny", syntax_transformer_tiny, "double")
+@register_model_architecture("sdatt_transformer", "sdatt_transformer_iwslt_de_en")
+def sdatt_transformer_iwslt_de_en(args):
+    """syntax_transformer_iwslt_de_en sizes, single context."""
+    _sdatt_defaults(args, "single")
+    syntax_transformer_iwslt_de_en(args)
+
+
+@register_model_architecture("sdatt_transformer", "sdatt_transformer_tiny")
+def sdatt_transformer_tiny(args):
+    """syntax_transformer_tiny sizes, single context."""
+    _sdatt_defaults(args, "single")
+    syntax_transformer_tiny(args)
+
+
+@register_model_architecture("sdatt_transformer", "sdatt_double_transformer")
+def sdatt_double_transformer(args):
+    """syntax_transformer sizes, double context."""
+    _sdatt_defaults(args, "double")
+    syntax_transformer(args)
+
+
+@register_model_architecture("sdatt_transformer", "sdatt_double_transformer_iwslt_de_en")
+def sdatt_double_transformer_iwslt_de_en(args):
+    """syntax_transformer_iwslt_de_en sizes, double context."""
+    _sdatt_defaults(args, "double")
+    syntax_transformer_iwslt_de_en(args)
+
+
+@register_model_architecture("sdatt_transformer", "sdatt_double_transformer_tiny")
+def sdatt_double_transformer_tiny(args):
+    """syntax_transformer_tiny sizes, double context."""
+    _sdatt_defaults(args, "double")
+    syntax_transformer_tiny(args)

@@ -141,29 +141,46 @@ class StructuredAttentionRNNModel(AttentionalRNNModel):
         )
 
 
-def _arch(name: str, doc: str, **settings):
+def _sa_nmt(args, self_attention: str, head_selection: str, syntax_context: str):
     # §5.2: "In all the models, we share the weights of target word embeddings and the
     # output layer" (Inan et al. 2016; Press and Wolf 2017)
-    settings.setdefault("share_decoder_input_output_embed", True)
-
-    def architecture(args):
-        for key, value in settings.items():
-            setattr(args, key, getattr(args, key, value))
-
-    architecture.__name__ = name
-    architecture.__doc__ = doc
-    register_model_architecture("structured_attention_rnn", name)(architecture)
+    args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", True)
+    args.self_attention = getattr(args, "self_attention", self_attention)
+    args.head_selection = getattr(args, "head_selection", head_selection)
+    args.syntax_context = getattr(args, "syntax_context", syntax_context)
 
 
-_arch("sa_nmt_shared", "SA-NMT (shared): structured self-attention, shared attention, gated.",
-      self_attention="structured", head_selection="soft", syntax_context="shared")
-_arch("sa_nmt", "SA-NMT (not shared): structured self-attention, separate syntax attention.",
-      self_attention="structured", head_selection="soft", syntax_context="separate")
-_arch("sa_nmt_1set", "SA-NMT-1set: structured self-attention folded into one annotation set.",
-      self_attention="structured", head_selection="soft", syntax_context="one_set")
-_arch("sa_nmt_hard", "SA-NMT-hard: greedy hard heads (straight-through), shared attention.",
-      self_attention="structured", head_selection="hard", syntax_context="shared")
-_arch("fa_nmt_shared", "FA-NMT (shared): flat self-attention, shared attention, gated.",
-      self_attention="flat", head_selection="soft", syntax_context="shared")
-_arch("fa_nmt", "FA-NMT (not shared): flat self-attention, separate syntax attention.",
-      self_attention="flat", head_selection="soft", syntax_context="separate")
+@register_model_architecture("structured_attention_rnn", "sa_nmt_shared")
+def sa_nmt_shared(args):
+    """SA-NMT (shared): structured self-attention, shared attention, gated."""
+    _sa_nmt(args, "structured", "soft", "shared")
+
+
+@register_model_architecture("structured_attention_rnn", "sa_nmt")
+def sa_nmt(args):
+    """SA-NMT (not shared): structured self-attention, separate syntax attention."""
+    _sa_nmt(args, "structured", "soft", "separate")
+
+
+@register_model_architecture("structured_attention_rnn", "sa_nmt_1set")
+def sa_nmt_1set(args):
+    """SA-NMT-1set: structured self-attention folded into one annotation set."""
+    _sa_nmt(args, "structured", "soft", "one_set")
+
+
+@register_model_architecture("structured_attention_rnn", "sa_nmt_hard")
+def sa_nmt_hard(args):
+    """SA-NMT-hard: greedy hard heads (straight-through), shared attention."""
+    _sa_nmt(args, "structured", "hard", "shared")
+
+
+@register_model_architecture("structured_attention_rnn", "fa_nmt_shared")
+def fa_nmt_shared(args):
+    """FA-NMT (shared): flat self-attention, shared attention, gated."""
+    _sa_nmt(args, "flat", "soft", "shared")
+
+
+@register_model_architecture("structured_attention_rnn", "fa_nmt")
+def fa_nmt(args):
+    """FA-NMT (not shared): flat self-attention, separate syntax attention."""
+    _sa_nmt(args, "flat", "soft", "separate")

@@ -152,17 +152,35 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
         return layer(query_dim, key_dim, cls.build_local_weights(cfg, query_dim), cfg.attention_score)
 
 
-def _arch(name: str, attention_type: str, doc: str):
-    def architecture(args):
-        args.attention_type = getattr(args, "attention_type", attention_type)
-
-    architecture.__name__ = name
-    architecture.__doc__ = doc
-    register_model_architecture("syntax_directed_rnn", name)(architecture)
+def _attention_type(args, attention_type: str):
+    args.attention_type = getattr(args, "attention_type", attention_type)
 
 
-_arch("sdatt_global", "global", "GlobalAtt: the backbone's Luong global attention (baseline).")
-_arch("sdatt_local_p", "local_p", "LocalAtt: Luong local-p attention, window D = 10, σ = D/2.")
-_arch("sdatt_syntax", "syntax_directed", "SDAtt: syntax-directed attention, n = 4, σ = n/2.")
-_arch("sdatt_double_local_p", "global+local_p", "GlobalAtt+LocalAtt: double context.")
-_arch("sdatt_double_syntax", "global+syntax_directed", "GlobalAtt+SDAtt: double context.")
+@register_model_architecture("syntax_directed_rnn", "sdatt_global")
+def sdatt_global(args):
+    """GlobalAtt: the backbone's Luong global attention (baseline)."""
+    _attention_type(args, "global")
+
+
+@register_model_architecture("syntax_directed_rnn", "sdatt_local_p")
+def sdatt_local_p(args):
+    """LocalAtt: Luong local-p attention, window D = 10, σ = D/2."""
+    _attention_type(args, "local_p")
+
+
+@register_model_architecture("syntax_directed_rnn", "sdatt_syntax")
+def sdatt_syntax(args):
+    """SDAtt: syntax-directed attention, n = 4, σ = n/2."""
+    _attention_type(args, "syntax_directed")
+
+
+@register_model_architecture("syntax_directed_rnn", "sdatt_double_local_p")
+def sdatt_double_local_p(args):
+    """GlobalAtt+LocalAtt: double context."""
+    _attention_type(args, "global+local_p")
+
+
+@register_model_architecture("syntax_directed_rnn", "sdatt_double_syntax")
+def sdatt_double_syntax(args):
+    """GlobalAtt+SDAtt: double context."""
+    _attention_type(args, "global+syntax_directed")

@@ -10,19 +10,10 @@ from fairseq_syntax.modules.local_attention import last_positions
 
 
 class DoubleContextAttentionLayer(GlobalAttentionLayer):
-    """Global context plus a local (local-p or syntax-directed) context, eq. 14.
+    """Global plus local (local-p or syntax-directed) context, eq. 14: ``tanh(W_c [c_g; c_l; h_t])``.
 
-    Both contexts come "from the global attention" (the paper's words): one set of Luong
-    scores ``e = score(h_t, h̄)`` gives the global weights ``softmax(e)`` over every source
-    position and, through ``local_weights`` (a
-    :class:`~fairseq_syntax.modules.local_attention.LocalPWeights` or
-    :class:`~fairseq_syntax.modules.local_attention.SyntaxDirectedWeights`), the local
-    weights. The attentional state ``h̃_t = tanh(W_c [c_global; c_local; h_t])`` feeds the
-    output layer and, by input feeding, the next step.
-
-    The weights returned (to ``--print-alignment`` and to supervised-attention
-    criterions) are the *global* weights: they cover every source position and sum to 1,
-    whereas the local ones are zero outside a window.
+    Both come from one set of Luong scores, "from the global attention" (the paper's words).  The
+    weights returned are the global ones: they cover every position and sum to 1.
     """
 
     def __init__(self, query_dim: int, key_dim: int, local_weights: nn.Module,

@@ -8,7 +8,7 @@ from torch import Tensor
 
 
 def masked_softmax(scores: Tensor, padding_mask: Tensor) -> Tensor:
-    """Softmax over the last dimension, ignoring positions where ``padding_mask`` is True."""
+    """Softmax over the last dimension, skipping positions where ``padding_mask`` is True."""
     return torch.softmax(scores.float().masked_fill(padding_mask, float("-inf")), dim=-1).type_as(scores)
 
 
@@ -18,8 +18,7 @@ def attend(weights: Tensor, values: Tensor) -> Tensor:
 
 
 class LuongScore(nn.Module):
-    """Alignment scores of Luong et al. (2015), eq. 8: ``dot``: ``h_tᵀ h̄_s``;
-    ``general``: ``h_tᵀ W_a h̄_s``. Keys are projected once per sentence (``project``)."""
+    """Luong et al. (2015) eq. 8 scores: ``dot`` ``h_tᵀ h̄_s``, ``general`` ``h_tᵀ W_a h̄_s``."""
 
     def __init__(self, query_dim: int, key_dim: int, score: str = "general"):
         super().__init__()
@@ -31,33 +30,24 @@ class LuongScore(nn.Module):
         self.proj = nn.Linear(key_dim, query_dim, bias=False) if score == "general" else None
 
     def project(self, keys: Tensor) -> Tensor:
-        """``[B, S, K]`` keys -> ``[B, H, S]`` (projected, transposed once per sentence)."""
+        """``[B, S, K]`` keys -> ``[B, H, S]``, once per sentence."""
         return (keys if self.proj is None else self.proj(keys)).transpose(1, 2).contiguous()
 
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
-        """``[B, H] x [B, H, S] -> [B, S]`` scores."""
+        """``[B, H] x [B, H, S] -> [B, S]``."""
         # [B,1,H] x [B,H,S]: on CPU several times faster than [B,S,H] x [B,H,1]
         return torch.bmm(query.unsqueeze(1), projected_keys).squeeze(1)
 
 
 class GlobalAttentionLayer(nn.Module):
-    """The attentional layer of the backbone (Luong et al. 2015, eqs. 5, 7, 8).
-
-    From the decoder's top hidden state ``h_t``: weights ``a_t = softmax(score(h_t, h̄_s))``
-    over all source annotations, context ``c_t = Σ a_t h̄_s`` and the attentional state
-    ``h̃_t = tanh(W_c [c_t; h_t])``, which feeds the output layer and input feeding.
-
-    Every attentional layer of the plugin has this interface, so that a paper's
-    mechanism is a small subclass or sibling:
+    """Backbone attentional layer, Luong et al. (2015) eqs. 5, 7, 8: ``a_t = softmax(score(h_t, h̄_s))``,
+    ``h̃_t = tanh(W_c [c_t; h_t])``.  The protocol every attentional layer of the plugin follows:
 
     * ``output_dim``: size of ``h̃_t``;
-    * ``init_state(encoder_out) -> dict`` of batch-first tensors kept across decoding
-      steps (cached and reordered for beam search by the decoder);
-    * ``forward(hidden, encoder_out, state) -> (h̃_t, weights over source positions,
-      new state)``.
-
-    ``memory_key``/``mask_key`` name the ``encoder_out`` entries attended over (the
-    source annotations and their padding mask; a subclass may attend over more).
+    * ``init_state(encoder_out) -> dict`` of batch-first tensors kept across steps (the decoder
+      caches and reorders them for beam search);
+    * ``forward(hidden, encoder_out, state) -> (h̃_t, weights over the source, new state)``;
+    * ``memory_key``/``mask_key``: the ``encoder_out`` entries attended over.
     """
 
     memory_key = "annotations"
@@ -82,6 +72,6 @@ class GlobalAttentionLayer(nn.Module):
         return self.attentional_state(weights, hidden, state), weights, state
 
     def attentional_state(self, weights: Tensor, hidden: Tensor, state: Dict[str, Tensor]) -> Tensor:
-        """``h̃_t = tanh(W_c [c_t; h_t])`` with ``c_t = Σ_s a_ts h̄_s`` (eq. 5)."""
+        """``h̃_t = tanh(W_c [c_t; h_t])``, ``c_t = Σ_s a_ts h̄_s`` (eq. 5)."""
         key_dim = self.combine.in_features - hidden.size(-1)
         return torch.tanh(attend(weights, state["values"]) + F.linear(hidden, self.combine.weight[:, key_dim:]))

@@ -3,13 +3,10 @@ import torch.nn as nn
 
 
 def init_uniform_(model: nn.Module, bound: float = 0.1) -> nn.Module:
-    """Draw every parameter from U(-bound, bound) and zero the padding rows of embeddings.
+    """Every parameter from U(-bound, bound), embedding padding rows zeroed.
 
-    This is fairseq's ``lstm`` initialisation (``fairseq/models/lstm.py``: ``Embedding``,
-    ``LSTM``, ``LSTMCell``, ``Linear``), after Sutskever et al. (2014) and Luong et al.
-    (2015, section 4.1), applied to the whole model so that a mechanism's own parameters
-    start on the same scale as the backbone's. A module whose paper prescribes its biases
-    (the Tree-LSTM's forget gates) restores them in its ``init_biases_()``.
+    fairseq's ``lstm`` initialisation (Sutskever et al. 2014; Luong et al. 2015 §4.1) over the whole
+    model, so mechanisms start on the backbone's scale; the Tree-LSTM restores its forget-gate biases.
     """
     for parameter in model.parameters():
         nn.init.uniform_(parameter, -bound, bound)

@@ -1,30 +1,12 @@
 """Local-p attention (Luong et al. 2015) and syntax-directed attention (Chen et al. 2017).
 
-Both re-weight the Luong alignment scores of the backbone around a position ``p_i``
-that the decoder predicts from its hidden state (Chen et al. eq. 5):
-
-    p_i = J · sigmoid(vᵀ tanh(W_p h_i))
-
-**Positions.** The source is right-padded; its real positions are ``0 … J`` where
-``J`` is the index of ``eos`` (the number of subword tokens without ``eos``), so
-``p_i`` ranges over ``[0, J]``: every real position, ``eos`` included, and nothing
-else. ``eos`` is the position unaligned target words are aligned to, so it is a
-legitimate centre; but it is not a word: its syntax distance from every word is
-:data:`~fairseq_syntax.data.tree_tensors.EOS_DISTANCE` (DESIGN.md §2), beyond every
-neighbourhood ``n``, so a syntax-directed centre at ``eos`` attends to ``eos`` alone, and
-for ``p_i`` between the last word and ``eos`` the interpolated row is far from every
-position: the neighbourhood shrinks to the nearest one and ``p_i`` gets next to no
-gradient there. (Distances are between words: the pieces of one word share a row, so
-within a word the interpolated row does not change either.) No clamping is needed:
-``sigmoid`` maps into ``(0, 1)`` (``[0, 1]`` after float
-rounding), so ``p_i`` is always a valid, real-valued position.
-
-The functions below take the scores, ``p`` and the source tensors and return the
-weights over source positions; :class:`LocalPWeights` and
-:class:`SyntaxDirectedWeights` add the predictor of ``p``; :class:`LocalAttentionLayer`
-is the single-context attentional layer built on them (the double-context layer is in
-:mod:`fairseq_syntax.modules.double_context`). Everything is batched: no Python loop
-over sentences or positions.
+Both re-weight the Luong scores around a predicted position ``p_i = J · sigmoid(vᵀ tanh(W_p h_i))``
+(Chen et al. eq. 5), ``J`` the index of ``eos``: ``p_i ∈ [0, J]`` without clamping.  ``eos`` is a
+legitimate centre (unaligned words align to it) but no word: at
+:data:`~fairseq_syntax.data.tree_tensors.EOS_DISTANCE` from every word (DESIGN.md §2), so an SDAtt
+centre at ``eos`` sees ``eos`` alone.  Functions give the weights; :class:`LocalPWeights` and
+:class:`SyntaxDirectedWeights` add the predictor; :class:`LocalAttentionLayer` is the
+single-context layer (double context: :mod:`~fairseq_syntax.modules.double_context`).
 """
 from typing import Dict, Optional
 
@@ -37,7 +19,7 @@ from fairseq_syntax.modules.rnn_decoder import EXTRA
 
 
 def last_positions(padding_mask: Tensor) -> Tensor:
-    """Index ``J`` of ``eos`` (the last real position) of each right-padded sentence, ``[B]`` float."""
+    """Index ``J`` of ``eos`` in each right-padded sentence, ``[B]`` float."""
     return (~padding_mask).sum(1).to(torch.float32) - 1
 
 
@@ -47,8 +29,7 @@ def gaussian(offset: Tensor, sigma: float) -> Tensor:
 
 
 class PositionPredictor(nn.Module):
-    """Predicted source position ``p_i = J · sigmoid(vᵀ tanh(W_p h_i))`` (Chen et al. eq. 5,
-    Luong et al. eq. 9), with ``J`` the index of ``eos`` (see the module docstring)."""
+    """``p_i = J · sigmoid(vᵀ tanh(W_p h_i))`` (Chen et al. eq. 5, Luong et al. eq. 9)."""
 
     def __init__(self, query_dim: int, hidden_dim: Optional[int] = None):
         super().__init__()
@@ -57,7 +38,7 @@ class PositionPredictor(nn.Module):
         self.v = nn.Linear(hidden_dim, 1, bias=False)
 
     def forward(self, hidden: Tensor, last_position: Tensor) -> Tensor:
-        """``[B, H]`` decoder state, ``[B]`` eos index -> ``[B]`` real-valued positions."""
+        """``[B, H]`` decoder state, ``[B]`` eos index -> ``[B]`` positions."""
         logit = self.v(torch.tanh(self.proj(hidden))).squeeze(-1)
         return last_position.to(logit.dtype) * torch.sigmoid(logit)
 
@@ -68,19 +49,11 @@ BEFORE_GAUSSIAN = "attn_before_gaussian"  # the decoder's extra: local-p's windo
 def local_p_weights(scores: Tensor, position: Tensor, padding_mask: Tensor, window: float,
                     sigma: Optional[float] = None,
                     extras: Optional[Dict[str, Tensor]] = None) -> Tensor:
-    """Luong et al. (2015) local-p weights (Chen et al. eqs. 6-7).
+    """Luong et al. (2015) local-p weights (Chen et al. eqs. 6-7), ``[B, S]`` from ``scores`` ``[B, S]``.
 
-    ``a_ij = softmax_{k ∈ W_i}(e_ik)_j · exp(-(j - p_i)² / 2σ²)`` for ``j`` in the window
-    ``W_i = {j real : |j - p_i| <= D}`` (the integer positions of ``[p_i - D, p_i + D]``),
-    ``0`` outside it. ``σ = D / 2`` by default. As in Luong, the softmax runs over the
-    window only and the Gaussian multiplies the normalised weights, so the weights sum
-    to at most 1; ``p_i`` gets its gradient through the Gaussian. The window is never
-    empty: the nearest integer to ``p_i ∈ [0, J]`` is a real position within ``0.5 <= D``.
-
-    ``scores`` ``[B, S]``, ``position`` ``[B]``, ``padding_mask`` ``[B, S]`` -> ``[B, S]``.
-    ``extras`` (a dict) receives ``extras[BEFORE_GAUSSIAN]``: the window softmax before
-    the Gaussian, a distribution over the source positions (what supervised attention
-    supervises).
+    ``a_ij = softmax_{W_i}(e_i)_j · exp(-(j - p_i)² / 2σ²)`` on ``W_i = {j real : |j - p_i| <= D}``,
+    0 outside, ``σ = D / 2``; as in Luong the Gaussian multiplies normalised weights (sum <= 1).
+    ``extras[BEFORE_GAUSSIAN]`` gets the window softmax (what supervised attention supervises).
     """
     if window < 0.5:
         raise ValueError(f"the local window D must be >= 0.5 so that it holds a position, got {window}")
@@ -96,23 +69,16 @@ def local_p_weights(scores: Tensor, position: Tensor, padding_mask: Tensor, wind
 
 def distance_row(distances: Tensor, position: Tensor, last_position: Tensor,
                  interpolate: bool = True) -> Tensor:
-    """The syntax-distance row ``M[p_i]`` (Chen et al. eq. 9) at a real-valued position.
+    """Syntax-distance row ``M[p_i]`` (Chen et al. eq. 9) at a real-valued ``p_i``, ``[B, S]`` float.
 
-    ``interpolate=True``: ``(1 - t) · M[f] + t · M[c]`` with ``f = ⌊p_i⌋``,
-    ``c = min(f + 1, J)`` and ``t = p_i - f``, piecewise linear in ``p_i``, so ``p_i``
-    (and the predictor behind it) gets a gradient through the Gaussian of eq. 10.
-    ``interpolate=False``: the row of the nearest position ``⌊p_i + 1/2⌋``, as an integer
-    index would give; then ``p_i`` gets no gradient at all.
-
-    ``distances`` ``[B, S, S]`` (long, padding rows/columns ``PAD_DISTANCE``), ``position``
-    and ``last_position`` ``[B]`` -> ``[B, S]`` float. ``f`` and ``c`` are always real
-    positions, so padding columns stay at ``PAD_DISTANCE``.
+    ``interpolate``: ``(1 - t)·M[⌊p_i⌋] + t·M[min(⌊p_i⌋ + 1, J)]``, so ``p_i`` gets a gradient
+    through eq. 10; otherwise the nearest row (no gradient).  ``distances`` ``[B, S, S]`` long.
     """
     bsz, src_len = distances.shape[:2]
     last = last_position.to(torch.long).unsqueeze(1)
 
     def rows(index: Tensor) -> Tensor:
-        """``[B, k]`` row indices (clamped to the real positions) -> ``[B, k, S]`` float rows."""
+        """``[B, k]`` row indices (clamped to real positions) -> ``[B, k, S]`` float rows."""
         index = torch.minimum(index, last).clamp(min=0)
         return distances.gather(1, index.unsqueeze(2).expand(-1, -1, src_len)).float()
 
@@ -139,31 +105,12 @@ agreement 98.1 ± 0.6 % with ``scores`` against 74.2 ± 23.2 % with ``weights`` 
 def syntax_directed_weights(scores: Tensor, row: Tensor, padding_mask: Tensor, max_distance: float,
                             sigma: Optional[float] = None,
                             gaussian_on: str = DEFAULT_GAUSSIAN_READING) -> Tensor:
-    """Syntax-directed weights of Chen et al. (2017), eqs. 10-11, in one of two readings.
+    """Syntax-directed weights, Chen et al. (2017) eqs. 10-11, ``[B, S]``, in one of two readings.
 
-    ``gaussian_on="scores"``, eq. 10 as written: ``e^s_ij = e_ij · exp(-M[p_i][j]² / 2σ²)``,
-    then ``a_i = softmax_{N_i}(e^s_i)`` (eq. 11). The Gaussian pulls a score towards 0,
-    which *raises* a negative score, so among words with equal negative scores the
-    farther ones get more weight (scores -2, -2 at distances 0, 4 with σ = 2 give
-    weights 0.15, 0.85).
-
-    ``gaussian_on="weights"``, the reading of the paper's text ("the greater the
-    distance ... the smaller ... contribute") and of Luong's local-p, which SDAtt
-    extends: the Gaussian multiplies the normalised weights, renormalised over ``N_i``,
-    i.e. ``a_i = softmax_{N_i}(e_i - M[p_i]² / 2σ²)``, so
-    ``a_ij / a_ik = exp(e_ij - e_ik) · G_ij / G_ik`` whatever the signs of the scores.
-
-    The softmax runs over the syntax neighbourhood ``N_i = {j real : M[p_i][j] <= n}``,
-    ``0`` outside it, so the weights sum to 1. ``σ = n / 2`` by default.
-
-    With an interpolated row (see :func:`distance_row`) ``N_i`` is the set of real
-    positions whose *interpolated* distance is ``<= n``; positions at the row's smallest
-    distance are always in ``N_i``. That minimum is ``0`` for an integer row; for an
-    interpolated one it is reached at ``⌊p_i⌋`` or ``⌈p_i⌉`` (and, in a tie, along the tree
-    path between them) and exceeds ``n`` only when those two are more than ``2n`` arcs
-    apart; keeping it means ``N_i`` is never empty.
-
-    ``scores`` ``[B, S]``, ``row`` ``[B, S]`` float, ``padding_mask`` ``[B, S]`` -> ``[B, S]``.
+    ``"scores"`` (eq. 10 as written): ``softmax_{N_i}(e_ij · exp(-M[p_i][j]² / 2σ²))``; this raises
+    far negative scores (-2, -2 at distances 0, 4, σ = 2 give 0.15, 0.85).  ``"weights"`` (the text,
+    and Luong's local-p): ``softmax_{N_i}(e_i - M[p_i]² / 2σ²)``.  ``N_i = {j real : M[p_i][j] <= n}``
+    plus the row's nearest position, so it is never empty with an interpolated row; ``σ = n / 2``.
     """
     if gaussian_on not in GAUSSIAN_READINGS:
         raise ValueError(f"gaussian_on must be one of {GAUSSIAN_READINGS} (the Gaussian of "
@@ -197,25 +144,11 @@ class LocalPWeights(nn.Module):
 
 
 class SyntaxDirectedWeights(nn.Module):
-    """Syntax-directed weights (Chen et al. 2017) with their own position predictor.
+    """Syntax-directed weights (Chen et al. 2017) with their own predictor; reads ``src_distances``.
 
-    Reads ``encoder_out["src_distances"]`` ``[B, S, S]`` (the ``syntax_translation`` task
-    provides it when the model declares ``distances`` in its ``side_inputs``).
-
-    ``interpolate=True`` (the default) takes ``M[p_i]`` by linear interpolation between the
-    rows of ``⌊p_i⌋`` and ``⌈p_i⌉``; the neighbourhood is then the positions whose
-    interpolated distance is ``<= n`` (see :func:`syntax_directed_weights`). Why: the
-    paper indexes ``M`` with the real-valued ``p_i`` without saying how; with an integer
-    row (``interpolate=False``, the nearest position) every quantity is a step function of
-    ``p_i``, so the predictor ``W_p, v`` of eq. 5 gets no gradient and stays at its random
-    initialisation. Interpolation makes the Gaussian of eq. 10 piecewise linear in ``p_i``
-    and the predictor learns; at an integer ``p_i`` both agree.
-
-    ``gaussian_on`` picks the reading of eq. 10's Gaussian (:data:`GAUSSIAN_READINGS`):
-    ``"scores"`` multiplies the *score* by it, as eq. 10 is written (a far word's negative
-    score is pulled towards 0, i.e. raised); ``"weights"`` multiplies the normalised
-    weights by it and renormalises, as the paper's text and Luong's local-p do (see
-    :func:`syntax_directed_weights`). Default :data:`DEFAULT_GAUSSIAN_READING`.
+    ``interpolate=True`` (default) interpolates ``M[p_i]`` between rows: the paper indexes ``M`` by a
+    real ``p_i`` without saying how, and an integer row gives the predictor of eq. 5 no gradient.
+    ``gaussian_on``: see :func:`syntax_directed_weights`, default :data:`DEFAULT_GAUSSIAN_READING`.
     """
 
     def __init__(self, query_dim: int, max_distance: float = 4.0, sigma: Optional[float] = None,
@@ -251,16 +184,10 @@ class SyntaxDirectedWeights(nn.Module):
 
 
 class LocalAttentionLayer(GlobalAttentionLayer):
-    """Single-context attentional layer with local-p (Luong et al. 2015) or syntax-directed
-    (SDAtt, Chen et al. 2017, eqs. 5-13) weights.
+    """Single-context layer, local-p (Luong et al. 2015) or SDAtt (Chen et al. 2017, eqs. 5-13) weights.
 
-    ``e = score(h_t, h̄)`` (Luong), ``a = local_weights(h_t, e)``, ``c = Σ_j a_j h̄_j``,
-    ``h̃_t = tanh(W_c [c; h_t])``, which feeds the output layer and input feeding. The
-    weights returned are the ones that made the context (for local-p they sum to at most 1,
-    see :func:`local_p_weights`). The state adds ``last_position`` (the eos index ``J``).
-    Local-p also puts its window softmax (a distribution over the source positions) in
-    the returned state as ``"extra." + BEFORE_GAUSSIAN``, which the decoder returns as
-    ``extra[BEFORE_GAUSSIAN]`` (see :class:`~fairseq_syntax.modules.rnn_decoder.RNNDecoder`).
+    ``c = Σ_j a_j h̄_j``, ``h̃_t = tanh(W_c [c; h_t])``; the state adds ``last_position``.  Local-p's
+    window softmax goes to the state as ``"extra." + BEFORE_GAUSSIAN`` (the decoder's extra).
     """
 
     def __init__(self, query_dim: int, key_dim: int, local_weights: nn.Module,

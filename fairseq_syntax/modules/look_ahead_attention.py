@@ -1,38 +1,18 @@
 """Look-ahead attention (Zhou et al., "Look-ahead Attention for Generation in NMT").
 
-The decoder attends to its own past: at target step ``j`` a query attends over the
-top-layer hidden states ``s_1 … s_{j-1}`` of the previous steps (eq. 10),
+The decoder attends over its past top-layer states, ``c^d_j = Σ_{i<j} ATT(q_j, s_i) · s_i``
+(eq. 10; ``ATT`` Luong's ``dot``, eq. 6, or ``general``); the patterns differ in ``q_j`` and in
+how ``c^d_j`` meets the source context (``h̃_t`` is the paper's ``t_j^final``):
 
-    c^d_j = Σ_{i<j} ATT(q_j, s_i) · s_i,
-
-and the three patterns of the paper differ in the query ``q_j`` and in how ``c^d_j``
-is combined with the source context (``h̃_t`` below is the paper's ``t_j^final``):
-
-* ``concat`` (eq. 11): ``q_j = s_j``; ``t_j = tanh(W_c [s_j; c_j; c^d_j] + b)`` with the
-  source context ``c_j`` attended by ``s_j``.
-* ``enc_dec`` (eqs. 12-13): first the backbone's attentional state
-  ``t^e_j = tanh(W_c [c_j; s_j])`` (eq. 4); ``q_j = t^e_j``;
-  ``t_j = tanh(W_c2 [t^e_j; c^d_j] + b_2)``.
-* ``dec_enc`` (eqs. 14-16): ``q_j = s_j``; ``t^d_j = tanh(W_c1 [s_j; c^d_j] + b)``; the
-  source is attended with ``t^d_j`` as the query, ``c^e_j = Σ_i ATT(t^d_j, h_i) h_i``;
+* ``concat`` (eq. 11): ``q_j = s_j``, ``t_j = tanh(W_c [s_j; c_j; c^d_j] + b)``;
+* ``enc_dec`` (eqs. 12-13): ``q_j = t^e_j = tanh(W_c [c_j; s_j])``,
+  ``t_j = tanh(W_c2 [t^e_j; c^d_j] + b_2)``;
+* ``dec_enc`` (eqs. 14-16): ``t^d_j = tanh(W_c1 [s_j; c^d_j] + b)`` queries the source,
   ``t_j = tanh(W_c2 [t^d_j; c^e_j] + b_2)``.
 
-``ATT`` is Luong's normalised score (softmax over positions of ``dot``, the paper's eq. 6,
-or ``general``). At the first step there is no past: the weights are an empty ``[B, 0]``
-tensor and ``c^d_1 = 0``.
-
-The layers follow :class:`~fairseq_syntax.modules.global_attention.GlobalAttentionLayer`'s
-interface. Their state (cached by the decoder in the incremental state and reordered
-along dim 0 for beam search) holds, besides the projected source keys:
-
-* ``past`` ``[B, j-1, H]``: the stack of past top-layer states, grown by one state per
-  step, so memory grows linearly with the target length;
-* ``look_ahead_weights`` ``[B, j-1]``: the look-ahead weights of the latest step (how the
-  weights are exposed: read them from the state after each incremental step, see
-  :meth:`fairseq_syntax.models.look_ahead_rnn.LookAheadRNNModel.look_ahead_attention`).
-
-For the ``general`` score the query is projected (``qᵀ W_a s_i = (W_aᵀ q)ᵀ s_i``) instead
-of the keys, so each past state is stored once and never re-projected.
+At the first step the weights are ``[B, 0]`` and ``c^d_1 = 0``.  The state adds ``past``
+``[B, j-1, H]`` (grows one row a step) and ``look_ahead_weights`` ``[B, j-1]`` of the latest step.
+For ``general`` the query is projected (``(W_aᵀ q)ᵀ s_i``), so past states are never re-projected.
 """
 from typing import Dict, Tuple
 
@@ -51,11 +31,7 @@ LOOK_AHEAD_PATTERNS = ("concat", "enc_dec", "dec_enc")
 
 
 class LookAheadAttention(nn.Module):
-    """Eq. 10: attention of a query over the past top-layer decoder states.
-
-    ``forward(query [B, Q], past [B, t, H]) -> (c^d [B, H], weights [B, t])``; with
-    ``t == 0`` the context is zero and the weights are empty.
-    """
+    """Eq. 10: ``(query [B, Q], past [B, t, H]) -> (c^d [B, H], weights [B, t])``; ``t`` may be 0."""
 
     def __init__(self, query_dim: int, state_dim: int, score: str = "dot"):
         super().__init__()
@@ -76,12 +52,7 @@ class LookAheadAttention(nn.Module):
 
 
 class LookAheadLayer(nn.Module):
-    """Base of the three patterns: the past-state stack and the source attention.
-
-    Subclasses set ``source_score`` (a :class:`LuongScore` whose keys are projected once
-    per sentence) and ``look_ahead`` (a :class:`LookAheadAttention`), and implement
-    ``forward(hidden, encoder_out, state)``, which ends with :meth:`remember`.
-    """
+    """Base of the patterns: subclasses set ``source_score``, ``look_ahead``; end with :meth:`remember`."""
 
     pattern = ""
 
@@ -137,8 +108,7 @@ class ConcatLookAheadLayer(LookAheadLayer):
 
 
 class EncDecLookAheadLayer(LookAheadLayer):
-    """Enc-Dec pattern (eqs. 12-13): the backbone's attentional state ``t^e_j`` (eq. 4)
-    queries the past, ``t_j = tanh(W_c2 [t^e_j; c^d_j] + b_2)``."""
+    """Enc-Dec pattern (eqs. 12-13): the backbone's ``t^e_j`` (eq. 4) queries the past."""
 
     pattern = "enc_dec"
 
@@ -160,8 +130,7 @@ class EncDecLookAheadLayer(LookAheadLayer):
 
 
 class DecEncLookAheadLayer(LookAheadLayer):
-    """Dec-Enc pattern (eqs. 14-16): ``t^d_j = tanh(W_c1 [s_j; c^d_j] + b)`` is the query
-    of the source attention, ``t_j = tanh(W_c2 [t^d_j; c^e_j] + b_2)``."""
+    """Dec-Enc pattern (eqs. 14-16): ``t^d_j = tanh(W_c1 [s_j; c^d_j] + b)`` queries the source."""
 
     pattern = "dec_enc"
 

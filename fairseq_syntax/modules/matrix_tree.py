@@ -1,66 +1,19 @@
-"""Batched, masked matrix-tree marginals for non-projective dependency trees.
+"""Matrix-tree marginals of single-root non-projective dependency trees, batched and masked.
 
-The distribution is over *single-root* non-projective dependency trees of a
-sentence of ``n`` real tokens::
+``P(tree) ∝ exp(Σ_{h→m} s[h, m] + r[root])``; Koo et al. (2007) §3.3, Tran & Bisk (2018) §3,
+restated in DESIGN.md §1 (the paper's text lost the equations)::
 
-    P(tree) ∝ exp( Σ_{(h→m) ∈ tree} s[h, m]  +  r[root(tree)] )
+    A = exp(s) off the diagonal;  L = diag(Σ_h A[h, m]) - A;  L̂ = L, row f := exp(r);  Z = det L̂
+    P(h → m) = A[h,m]·(1-δ(m,f))·L̂⁻¹[m,m] - A[h,m]·(1-δ(h,f))·L̂⁻¹[m,h]
+    P(root → m) = exp(r[m])·L̂⁻¹[m,f]
 
-where ``s[h, m]`` scores token ``h`` as the head of token ``m`` (``h ≠ m``)
-and ``r[m]`` scores ``m`` as the single child of the artificial root.  The
-partition function and the arc marginals come from the matrix-tree theorem in
-the single-root form of Koo et al. (2007), "Structured Prediction Models via
-the Matrix-Tree Theorem", §3.3; Tran & Bisk (2018), "Inducing Grammars with and
-for Neural Machine Translation", §3 (structured self attention, eqs. for
-``L``, ``L̂`` and the marginals); restated in DESIGN.md §1
-("Matrix-tree marginals")::
-
-    A[h, m]   = exp(s[h, m])  for h ≠ m,   A[h, h] = 0
-    L         = diag(Σ_h A[h, m]) - A                      (column sums on the diagonal)
-    L̂         = L with its first row replaced by exp(r)     (Koo et al. 2007, single root)
-    Z         = det(L̂)
-    P(h → m)  = A[h, m]·(1 - δ(m, 0))·L̂⁻¹[m, m] - A[h, m]·(1 - δ(h, 0))·L̂⁻¹[m, h]
-    P(root → m) = exp(r[m])·L̂⁻¹[m, 0]
-
-These are ``∂ log Z / ∂ s[h, m]`` and ``∂ log Z / ∂ r[m]``; for every modifier
-``m`` the column sums to one: ``Σ_h P(h → m) + P(root → m) = (L̂⁻¹ L̂)[m, m] = 1``.
-
-Implementation choices
-----------------------
-* **Closed form, not autograd-of-logdet.**  The marginals are computed with the
-  explicit inverse formula above (one ``torch.linalg.inv`` per batch, fully
-  batched, no Python loop over the batch or over ``N``).  This is a single
-  forward pass whose result is differentiable by ordinary autograd (the
-  backward of ``inv`` is ``-L̂⁻ᵀ · g · L̂⁻ᵀ``), so the marginals can be trained
-  through and pass ``gradcheck``; the autograd-of-logdet route would need
-  ``torch.autograd.grad(..., create_graph=True)`` inside the forward pass
-  (awkward under ``torch.no_grad`` at inference, and a double backward in
-  training) for the same result.
-* **Masking.**  The Laplacian is built over real tokens only: rows and columns
-  of ``A`` that touch padding are zero, the padded diagonal holds 1 (so the
-  determinant and the inverse restricted to real tokens are unchanged), and the
-  "first row" of Koo et al. is the row of the *first real token* of each
-  sentence (any row gives the same determinant, so padding may be anywhere, on
-  the left as well).  Padded outputs are exactly 0.  A sentence with no real
-  token gets ``log Z = 0`` and all-zero marginals.
-* **Log-space shift.**  Every tree has exactly one incoming arc per real token
-  (its head or the root), so subtracting a constant ``c[m]`` from all scores of
-  arcs *into* ``m`` (``s[:, m]`` and ``r[m]``) multiplies column ``m`` of ``L̂``
-  by ``exp(-c[m])``, divides ``Z`` by ``exp(c[m])`` and leaves the tree
-  distribution — hence the marginals — unchanged.  We use ``c[m]`` = the max
-  over the real incoming scores of ``m`` (root included, diagonal excluded),
-  detached from the graph.  So ``exp`` never overflows, every column of ``L̂``
-  has its largest arc weight equal to 1 (a per-column equilibration, better
-  conditioned than one per-sentence constant), and
-  ``log Z = log det L̂(shifted) + Σ_m c[m]``.  Scores are never clamped; ``-inf``
-  scores (forbidden arcs) are allowed as long as each real token keeps at least
-  one finite incoming score.
-* **Precision.**  The Laplacian, its inversion and the marginal formula run in
-  ``float64`` for ``float64`` inputs and in ``float32`` otherwise: ``float16`` /
-  ``bfloat16`` inputs are upcast, and autocast is disabled locally
-  (``torch.autocast(device_type=..., enabled=False)``), so a surrounding
-  fp16/bf16 autocast region never runs the inverse in half precision.  The
-  results are cast back to the inputs' (promoted) dtype: half-precision inputs
-  give half-precision marginals, computed in ``float32``.
+* Closed form (one batched ``inv``), not autograd of logdet: no double backward, works under no_grad.
+* Masking: ``A`` is 0 at padding, the padded diagonal 1; ``f`` is the first real token, so padding
+  may be anywhere.  Padded outputs are exactly 0; an empty sentence has ``log Z = 0``.
+* Shift: ``c[m]`` = max incoming score of ``m`` (detached) is subtracted from column ``m``: same
+  marginals, no overflow, ``log Z = log det L̂ + Σ c``.  No clamping (the reference clamps to
+  [-5, 7]); ``-inf`` scores are fine while every token keeps one finite incoming score.
+* Precision: float64 stays float64, anything else runs in float32 with autocast off, cast back.
 """
 
 from typing import Optional, Tuple
@@ -95,16 +48,10 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def _shifted_laplacian(head_scores: Tensor, root_scores: Tensor, mask: Tensor):
-    """Build the masked, column-shifted single-root Laplacian ``L̂``.
+    """Masked, column-shifted ``L̂`` (autocast off, compute dtype).
 
-    Must be called with autocast disabled and floating inputs of the compute
-    dtype.  Returns ``(L_hat, A, R, first, shift)``:
-
-    * ``A[b, h, m]``: ``exp(s[h, m] - c[m])`` for real ``h ≠ m``, else 0;
-    * ``R[b, m]``: ``exp(r[m] - c[m])`` for real ``m``, else 0;
-    * ``first[b]``: index of the first real token (the replaced row; 0 for an
-      empty sentence, whose ``L̂`` is the identity);
-    * ``shift[b, m]``: ``c[m]`` (0 at padding), detached.
+    Returns ``(L_hat, A, R, first, replace_row, shift)``: ``A = exp(s - c)`` on real arcs,
+    ``R = exp(r - c)``, ``first`` the replaced row, ``shift`` = ``c`` (0 at padding).
     """
     bsz, n, _ = head_scores.shape
     eye = torch.eye(n, dtype=torch.bool, device=head_scores.device)
@@ -143,35 +90,11 @@ def dependency_marginals(
     root_scores: Tensor,
     mask: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor]:
-    """Arc and root marginals of single-root non-projective dependency trees.
+    """Arc and root marginals (module docstring), ``∂ log Z / ∂ s`` and ``∂ log Z / ∂ r``.
 
-    Closed-form matrix-tree marginals (Koo et al. 2007, §3.3; Tran & Bisk 2018,
-    §3; DESIGN.md §1), batched and masked; see the module docstring for the
-    shift, masking and precision conventions::
-
-        P(h → m)    = A[h,m]·(1-δ(m,f))·L̂⁻¹[m,m] - A[h,m]·(1-δ(h,f))·L̂⁻¹[m,h]
-        P(root → m) = exp(r[m])·L̂⁻¹[m,f]
-
-    with ``f`` the first real token of the sentence (the row of ``L̂`` that
-    holds the root weights).
-
-    Args:
-        head_scores: ``[B, N, N]``; ``head_scores[b, h, m]`` is the score of
-            head ``h`` → modifier ``m``.  The diagonal is ignored (no
-            self-loops).
-        root_scores: ``[B, N]``; ``root_scores[b, m]`` is the score of ``m``
-            being the single root word.
-        mask: optional ``[B, N]`` bool, True for real tokens; padding (False)
-            may be anywhere.  ``None`` means every position is real.
-
-    Returns:
-        ``(edge_marginals, root_marginals)`` of shapes ``[B, N, N]`` and
-        ``[B, N]``: ``edge_marginals[b, h, m] = P(h is the head of m)`` and
-        ``root_marginals[b, m] = P(m is the root)``.  For each real ``m``,
-        ``edge_marginals[b, :, m].sum() + root_marginals[b, m] == 1``.
-        Entries that touch padding, and the diagonal, are exactly 0.  The
-        outputs are differentiable w.r.t. both score tensors and have the
-        inputs' promoted dtype (computed in float32, or float64 for float64).
+    ``head_scores`` ``[B, N, N]`` (head ``h`` → modifier ``m``, diagonal ignored), ``root_scores``
+    ``[B, N]``, ``mask`` ``[B, N]`` True for real tokens (None: all).  Returns ``(edge [B, N, N],
+    root [B, N])``: each real column of ``edge`` plus ``root`` sums to 1; padding and diagonal are 0.
     """
     mask = _check_inputs(head_scores, root_scores, mask)
     out_dtype = torch.promote_types(head_scores.dtype, root_scores.dtype)
@@ -199,15 +122,7 @@ def log_partition(
     root_scores: Tensor,
     mask: Optional[Tensor] = None,
 ) -> Tensor:
-    """``log Z`` of the single-root non-projective tree distribution, ``[B]``.
-
-    ``Z = Σ_trees exp(Σ arc scores) = det(L̂)`` (matrix-tree theorem, Koo et
-    al. 2007), computed as ``log det L̂(shifted) + Σ_m c[m]``, where ``c[m]`` is
-    the per-modifier shift (one shift per arc of a tree: each of the ``n`` real
-    tokens has exactly one incoming arc).  Same arguments and precision as
-    :func:`dependency_marginals`; its gradient w.r.t. the scores is the
-    marginals.  An empty sentence has ``log Z = 0``.
-    """
+    """``log Z`` ``[B]`` (``det L̂``, Koo et al. 2007); same arguments as :func:`dependency_marginals`."""
     mask = _check_inputs(head_scores, root_scores, mask)
     out_dtype = torch.promote_types(head_scores.dtype, root_scores.dtype)
     dtype = _compute_dtype(out_dtype)

@@ -1,26 +1,15 @@
-"""Parent-scaled self-attention (PASCAL; Bugliarello & Okazaki 2020, "Enhancing Machine
-Translation with Dependency-Aware Self-Attention", section 3).
+"""Parent-scaled self-attention (PASCAL; Bugliarello & Okazaki 2020, §3).
 
-A PASCAL head of an encoder layer scales its scores by a Gaussian around each token's
-dependency parent before the softmax::
+A PASCAL head scales its scores by a Gaussian around each token's dependency parent::
 
-    S = Q Kᵀ / √d,    S̃[t, j] = S[t, j] · N(j; p_t, σ²),    head = softmax(S̃) V
+    S̃[t, j] = (Q Kᵀ / √d)[t, j] · N(j; p_t, σ²),    head = softmax(S̃) V
 
-with ``N(j; p, σ²) = exp(-(j - p)² / 2σ²) / √(2πσ²)`` (a density, as the paper and the
-authors' code have it) and ``p_t`` the position of the parent of token ``t``. Subword
-pieces inherit their word's parent, and a parent word split into pieces sits at the mean
-position of its pieces (the authors' "mean" variant, ``scripts/bpe_tags_mean.py``); the
-root word is its own parent, and so is ``eos`` (the authors' code puts eos's parent on
-eos). *Parent ignoring* (§3): in training, each row of a PASCAL head is left unscaled
-with probability ``q``.
-
-Two deviations from the authors' fairseq fork (e-bug/pascal,
-``modules/multihead_pascal.py``), both bugs there: it scales the rows
-``attn_weights[-P * bsz:]`` of the ``[bsz * heads]`` layout, which are all heads of the
-last sentences of the batch, not the last ``P`` heads of every sentence; and it puts
-parent positions of the unpadded sentence against the columns of the left-padded batch.
-Here the first ``P`` heads of every sentence are scaled, and the source is right-padded
-so position ``j`` is token ``j``.
+``N`` a density as in the paper and the authors' code.  Pieces inherit their word's parent; a
+parent word in pieces sits at their mean position (the authors' "mean" variant); the root word
+and ``eos`` are their own parents.  Parent ignoring (§3): in training a row stays unscaled with
+probability ``q``.  Deviations from e-bug/pascal (bugs there): it scales all heads of the last
+sentences instead of the first ``P`` heads of each, and it mixes unpadded parent positions with
+left-padded columns; here the source is right-padded.
 """
 import math
 from typing import Optional
@@ -37,13 +26,10 @@ from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
 
 
 def parent_positions(heads: Tensor, words: Tensor) -> Tensor:
-    """``[B, S]`` float: the position ``p_t`` of the parent of every source position.
+    """``[B, S]`` float position ``p_t`` of each position's parent, from ``src_heads`` and ``src_words``.
 
-    ``heads``/``words`` as in ``net_input`` (``src_heads``, ``src_words``): a word's first
-    piece holds the head word's first piece (``-1`` for the root), its other pieces hold
-    its first piece; ``words`` gives each piece's word (``-1`` eos, ``-2`` padding). The
-    parent of a piece is its word's head word (the word itself for the root), placed at
-    the mean position of that word's pieces; eos is its own parent; padding gets 0.
+    A piece's parent is its word's head word (the root: itself) at the mean position of its pieces;
+    eos is its own parent; padding gets 0.
     """
     real = words.ne(WORD_PAD)
     same_word = (words[:, :, None] == words[:, None, :]) & real[:, :, None] & real[:, None, :]
@@ -57,19 +43,16 @@ def parent_positions(heads: Tensor, words: Tensor) -> Tensor:
 
 
 def parent_gaussian(parents: Tensor, sigma: float) -> Tensor:
-    """``[B, S, S]`` float: ``N(j; p_t, σ²)`` for rows ``t`` and columns ``j``."""
+    """``[B, S, S]`` float ``N(j; p_t, σ²)``."""
     j = torch.arange(parents.size(1), device=parents.device, dtype=torch.float32)
     d = j[None, None, :] - parents[:, :, None]
     return torch.exp(-d * d / (2.0 * sigma * sigma)) / math.sqrt(2.0 * math.pi * sigma * sigma)
 
 
 class ParentScaledSelfAttention(MultiheadAttention):
-    """fairseq's self-attention whose first ``pascal_heads`` heads scale their scores by
-    :attr:`parent_weights` (``[B, S, S]``, set by the layer for one forward) through
-    fairseq's ``apply_sparse_mask`` hook, which sits between ``Q Kᵀ / √d`` and the
-    padding mask. That hook is on fairseq's own attention path; PyTorch's fused path has
-    none, so ``skip_embed_dim_check`` (whose only other effect is to skip an assert of
-    the input size) selects fairseq's path.
+    """fairseq's self-attention whose first ``pascal_heads`` heads scale ``Q Kᵀ / √d`` by
+    :attr:`parent_weights` ``[B, S, S]`` through fairseq's ``apply_sparse_mask`` hook;
+    ``skip_embed_dim_check`` keeps fairseq's path (the fused path has no hook).
     """
 
     def __init__(self, embed_dim: int, num_heads: int, pascal_heads: int = 1,
@@ -100,8 +83,7 @@ class ParentScaledSelfAttention(MultiheadAttention):
 
 
 class ParentScaledEncoderLayer(TransformerEncoderLayerBase):
-    """fairseq's encoder layer with a :class:`ParentScaledSelfAttention`; it reads the
-    batch's ``src_heads`` and ``src_words`` (handed over by the encoder)."""
+    """Encoder layer with a :class:`ParentScaledSelfAttention` (reads ``src_heads``/``src_words``)."""
 
     side_input_keys = ("src_heads", "src_words")
 
@@ -131,8 +113,7 @@ class ParentScaledEncoderLayer(TransformerEncoderLayerBase):
 
 
 class ParentScaledEncoder(SyntaxTransformerEncoder):
-    """The backbone's encoder whose layers ``pascal_layers`` (all by default) are
-    :class:`ParentScaledEncoderLayer`."""
+    """The backbone's encoder with :class:`ParentScaledEncoderLayer` at ``pascal_layers`` (default all)."""
 
     def __init__(self, cfg, dictionary, embed_tokens, pascal_layers, pascal_heads: int,
                  sigma: float, parent_ignoring: float, **kwargs):

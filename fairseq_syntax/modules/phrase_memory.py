@@ -1,6 +1,6 @@
-"""Phrase memory for the Transformer (Tree-to-Sequence, Eriguchi et al. 2016, eqs. 11 and
-13): a binary Tree-LSTM over the encoder's output states, whose phrase states are appended
-to the cross-attention memory."""
+"""Phrase memory for the Transformer (Eriguchi et al. 2016, eqs. 11, 13): a Tree-LSTM over the
+encoder's states, its phrase states appended to the cross-attention memory.
+"""
 from typing import Dict, List, Optional
 
 import torch
@@ -14,14 +14,10 @@ from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, check_internal_node
 
 
 class PhraseMemoryEncoder(SyntaxTransformerEncoder):
-    """The Transformer encoder followed by eq. 11 over the source tree (``src_tree``).
+    """The Transformer encoder followed by eq. 11 over ``src_tree`` (leaves: the token states, zero cells).
 
-    Leaves are the encoder's output states at the tokens (eos is not a leaf) with zero
-    memory cells. Each phrase state is layer-normalised, as the word states are, and
-    dropped out; the ``M`` phrase rows follow the ``S`` source positions in
-    ``encoder_out["encoder_out"]`` ``[S + M, B, C]`` and ``encoder_padding_mask``
-    ``[B, S + M]`` (True for padding rows and for a sentence without a tree), so every
-    cross-attention head attends over words and phrases with one softmax (eq. 13).
+    Phrase states are layer-normalised and dropped out; the ``M`` phrase rows follow the ``S`` positions
+    in ``encoder_out`` ``[S + M, B, C]`` and ``encoder_padding_mask`` ``[B, S + M]`` (eq. 13).
     """
 
     def __init__(self, cfg, dictionary, embed_tokens, forget_bias: float = 1.0, **kwargs):
@@ -52,12 +48,8 @@ class PhraseMemoryEncoder(SyntaxTransformerEncoder):
 
 
 class PhraseMemoryDecoder(SyntaxTransformerDecoder):
-    """The Transformer decoder over a memory of ``S`` words and ``M`` phrases.
-
-    ``extra["memory_attn"][0]`` is the alignment layer's attention over both ``[B, T, S +
-    M]`` (what ``supervised_attention_cross_entropy`` folds onto the words) and
-    ``extra["attn"][0]`` its word columns ``[B, T, S]`` (``--print-alignment``), as in the
-    RNN's ``tree2seq``.
+    """Decoder over ``S`` words and ``M`` phrases: ``extra["memory_attn"][0]`` ``[B, T, S + M]``,
+    ``extra["attn"][0]`` its word columns ``[B, T, S]``.
     """
 
     def extract_features(self, prev_output_tokens,

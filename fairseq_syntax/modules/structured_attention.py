@@ -1,64 +1,18 @@
-"""Head-word selection layers on top of the BiLSTM encoder (Tran & Bisk 2018, §4.1, §4.3, §5.2).
+"""Head-word selection layers over the BiLSTM encoder, Tran & Bisk (2018) §4.1, §4.3, §5.2.
 
-Tran & Bisk (2018), "Inducing Grammars with and for Neural Machine Translation". Each
-layer is an encoder extension of the backbone (see
-:class:`~fairseq_syntax.modules.rnn_encoder.RNNEncoder`): it takes the encoder-output
-dict and adds
+Encoder extensions (:class:`~fairseq_syntax.modules.rnn_encoder.RNNEncoder`) that add, batch-first,
+``syntax_annotations`` ``[B, S, C]`` (each position's expected head word; with ``one_set``,
+SA-NMT-1set eq. 16, the annotations become ``x_m + σ(W_z x_m) ⊙ s_m`` instead),
+``head_marginals`` ``[B, S, S]`` (``[b, h, m] = P(h → m)``) and ``root_marginals`` ``[B, S]``.
 
-* ``syntax_annotations`` ``[B, S, C]``: the syntactic annotation of each source position,
-  its *expected head word* (the content ``annotations`` are left as they are); or, with
-  ``one_set=True`` (SA-NMT-1set, eq. 16), no second set: the content annotations are
-  replaced by ``x_m + σ(W_z x_m) ⊙ s_m``;
-* ``head_marginals`` ``[B, S, S]``: ``head_marginals[b, h, m] = P(h is the head of m)``;
-* ``root_marginals`` ``[B, S]``: ``P(m is the root)``;
-
-all batch-first, so beam search reorders them with the rest of the dict, and tools (the
-tree extraction of ``fairseq-syntax-induced-trees``) read the marginals from it.
-
-Head-word selection (§4.1, following the authors' code, github.com/ketranm/sa-nmt)
-    From the annotations ``x`` ``[B, S, C]``: queries ``q = W_q x``, keys ``k = W_k x``,
-    values ``v = W_v x`` (no biases; ``q, k`` of size ``d``, ``v`` of size ``C``) and a
-    learned root query ``q_root``::
-
-        s[h, m] = q_h · k_m / √d        (head h -> modifier m: the head queries)
-        r[m]    = q_root · k_m / √d     (the artificial root is the head of m)
-
-    :class:`StructuredSelfAttention` turns them into non-projective dependency marginals
-    with the matrix-tree theorem (Koo et al. 2007; eqs. 5-9;
-    :func:`~fairseq_syntax.modules.matrix_tree.dependency_marginals`, batched, masked
-    and shifted in log space). The authors' code clamps the scaled scores ``s`` and ``r``
-    to [-5, 7] before the marginals; ``clamp=(-5.0, 7.0)`` does the same (the sa_nmt*
-    presets' default, ``--no-arc-score-clamp`` to turn it off). The shift keeps ``exp``
-    from overflowing, but not the float32 Laplacian from becoming singular once scores
-    100 apart underflow to 0 (a dominant cycle: training stopped on NaN gradients in
-    three of six unclamped synthetic runs, scores ±187); the clamp bounds each column's
-    range to exp(12), and gives a score outside the bounds no gradient.
-    :class:`FlatSelfAttention` (FA-NMT, §5.2) normalises each word's scores over all
-    words instead, ``softmax_h(q_m · k_h / √d)``, self included; its attention
-    of ``m`` on itself plays the part of the root marginal, its attention on ``h ≠ m``
-    the part of ``P(h → m)``. Either way, for every word ``m`` the weights
-    ``α[m, h] = P(h → m) + δ(h, m)·P(root → m)`` sum to one over ``h``, and
-
-        s_m = Σ_h α[m, h] v_h = Σ_{h≠m} P(h → m) v_h + P(root → m) v_m
-
-    the root word takes its own value for the missing head, as in the authors' code
-    (which keeps the root marginals on the diagonal of the attention matrix).
-
-The tree spans the source *words*
-    Padding and fairseq's final ``eos`` are outside the tree: their rows and columns of
-    the marginals are 0 and their syntactic annotation is the zero vector (an eos-only
-    source gets an empty tree). So the induced trees cover exactly the subword pieces
-    of the sentence, and a padded sentence gets the same marginals as alone.
-
-Hard attention (SA-NMT-hard, §4.3, eq. 15)
-    ``hard=True`` replaces each row ``α[m, :]`` by the one-hot vector of its largest
-    entry (a greedy head per word, the root when the diagonal wins; no tree
-    guaranteed), with the straight-through estimator: the forward pass uses the one-hot
-    weights, the backward pass the gradient of the soft ones
-    (:func:`straight_through_heads`). The marginals in the output dict stay soft.
-
-Precision: the marginals are computed in float32 (float64 for float64 inputs) whatever
-the autocast region, see :mod:`~fairseq_syntax.modules.matrix_tree`.
+Scores as in the authors' code (github.com/ketranm/sa-nmt): ``s[h, m] = q_h · k_m / √d``,
+``r[m] = q_root · k_m / √d``.  SA-NMT: matrix-tree marginals (eqs. 5-9,
+:func:`~fairseq_syntax.modules.matrix_tree.dependency_marginals`).  ``clamp=(-5, 7)`` as the
+authors' code (sa_nmt* default): unclamped float32 Laplacians went singular in 3 of 6 synthetic
+runs (scores ±187).  FA-NMT: ``softmax_h(q_m · k_h / √d)``, self included.  Either way
+``s_m = Σ_h α[m, h] v_h`` with ``α[m, h] = P(h → m) + δ(h, m)·P(root → m)``: the root takes its
+own value.  The tree spans the words: padding and the final eos get zero marginals and annotations.
+SA-NMT-hard (eq. 15): one-hot greedy heads with a straight-through gradient; marginals stay soft.
 """
 import math
 from typing import Dict, Optional, Tuple
@@ -77,24 +31,21 @@ __all__ = [
 
 
 def word_mask(padding_mask: Tensor) -> Tensor:
-    """``[B, S]`` True at the source words: not padding and not the final eos.
-
-    The source is right-padded and its last real position is fairseq's eos.
-    """
+    """``[B, S]`` True at the source words: not padding, not the final eos (right padding)."""
     lengths = (~padding_mask).sum(dim=1, keepdim=True)
     positions = torch.arange(padding_mask.size(1), device=padding_mask.device).unsqueeze(0)
     return positions < lengths - 1
 
 
 def head_weights(head_marginals: Tensor, root_marginals: Tensor) -> Tensor:
-    """``α[b, m, h] = P(h → m) + δ(h, m)·P(root → m)``: each word's distribution over its
-    head, the root standing in for the word itself (``[B, S, S]``, rows of non-words 0)."""
+    """``α[b, m, h] = P(h → m) + δ(h, m)·P(root → m)``, ``[B, S, S]``."""
     return head_marginals.transpose(1, 2) + torch.diag_embed(root_marginals)
 
 
 class _StraightThrough(torch.autograd.Function):
-    """Forward: the given hard tensor, exactly; backward: the gradient, unchanged, to the
-    soft tensor (``hard + soft - soft.detach()`` would round the one-hot entries)."""
+    """Forward the hard tensor exactly, backward the gradient to the soft one (``hard + soft -
+    soft.detach()`` would round the one-hot entries).
+    """
 
     @staticmethod
     def forward(ctx, soft: Tensor, hard: Tensor) -> Tensor:
@@ -106,12 +57,7 @@ class _StraightThrough(torch.autograd.Function):
 
 
 def straight_through_heads(weights: Tensor, mask: Tensor) -> Tensor:
-    """One-hot greedy heads (eq. 15) with a straight-through gradient.
-
-    ``weights`` ``[B, S, S]`` rows ``α[m, :]``; ``mask`` ``[B, S]`` the words (rows of
-    non-words stay 0). Forward: ``onehot(argmax_h α[m, h])``, exactly 0 or 1; backward:
-    identity to ``α`` (Bengio et al. 2013).
-    """
+    """``onehot(argmax_h α[m, h])`` (eq. 15), identity gradient (Bengio et al. 2013); ``[B, S, S]``."""
     with torch.no_grad():
         index = weights.argmax(dim=-1, keepdim=True)
         hard = torch.zeros_like(weights).scatter_(-1, index, 1.0)
@@ -120,7 +66,7 @@ def straight_through_heads(weights: Tensor, mask: Tensor) -> Tensor:
 
 
 class _HeadSelection(nn.Module):
-    """Shared machinery: projections, the head weights -> annotations, 1set fusion."""
+    """Shared machinery: projections, head weights -> annotations, 1set fusion."""
 
     def __init__(self, input_dim: int, attention_dim: Optional[int] = None, hard: bool = False,
                  one_set: bool = False, dropout: float = 0.0):
@@ -137,7 +83,7 @@ class _HeadSelection(nn.Module):
         self.fuse_gate = nn.Linear(input_dim, input_dim, bias=False) if one_set else None
 
     def marginals(self, x: Tensor, mask: Tensor) -> Tuple[Tensor, Tensor]:
-        """``(head_marginals [B,S,S] (h, m), root_marginals [B,S])`` of the words ``mask``."""
+        """``(head_marginals [B, S, S] (h, m), root_marginals [B, S])`` over the words ``mask``."""
         raise NotImplementedError
 
     def forward(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
@@ -159,9 +105,7 @@ class _HeadSelection(nn.Module):
 
 
 class StructuredSelfAttention(_HeadSelection):
-    """Structured self-attention (SA-NMT, Tran & Bisk 2018, §4.1; hard variant §4.3):
-    the head weights are the matrix-tree marginals of single-root non-projective
-    dependency trees over the source words. See the module docstring."""
+    """SA-NMT (§4.1; hard §4.3): head weights are matrix-tree marginals."""
 
     def __init__(self, input_dim: int, attention_dim: Optional[int] = None, hard: bool = False,
                  one_set: bool = False, dropout: float = 0.0,
@@ -174,8 +118,7 @@ class StructuredSelfAttention(_HeadSelection):
         self.clamp = None if clamp is None else (float(clamp[0]), float(clamp[1]))
 
     def scores(self, x: Tensor) -> Tuple[Tensor, Tensor]:
-        """``(s [B,S,S] (h, m), r [B,S])``: the scaled arc and root scores (clamped to
-        ``self.clamp`` when set, as the authors' code does)."""
+        """``(s [B, S, S] (h, m), r [B, S])`` scaled, clamped to ``self.clamp`` when set."""
         q, k = self.query(x), self.key(x)
         head_scores = torch.bmm(q, k.transpose(1, 2)) * self.scale  # [b, h, m] = q_h·k_m/√d
         root_scores = torch.matmul(k, self.root_query) * self.scale  # [b, m] = q_root·k_m/√d
@@ -189,9 +132,7 @@ class StructuredSelfAttention(_HeadSelection):
 
 
 class FlatSelfAttention(_HeadSelection):
-    """Flat self-attention (FA-NMT, Tran & Bisk 2018, §5.2): each word attends over all
-    words, itself included, with ``softmax_h(q_m · k_h / √d)``; the self weight is
-    reported as the root marginal. See the module docstring."""
+    """FA-NMT (§5.2): ``softmax_h(q_m · k_h / √d)``; the self weight is reported as the root marginal."""
 
     def __init__(self, input_dim: int, attention_dim: Optional[int] = None,
                  one_set: bool = False, dropout: float = 0.0):

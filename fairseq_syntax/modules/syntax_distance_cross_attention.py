@@ -1,35 +1,18 @@
-"""Syntax-distance cross-attention: SDAtt (Chen et al. 2017, "Syntax-Directed Attention for
-Neural Machine Translation", eqs. 5 and 9-11, and the double context of eq. 14) on the
-Transformer's encoder-decoder attention.
+"""Syntax-distance cross-attention: SDAtt (Chen et al. 2017, eqs. 5, 9-11; double context eq. 14)
+on the Transformer's encoder-decoder attention.
 
-Each chosen head ``h`` of a chosen decoder layer predicts a source position for each
-target position ``t`` from the layer's cross-attention query ``x_t`` (eq. 5, one predictor
-per head)::
+Each chosen head ``h`` predicts ``p[t, h] = J · sigmoid(v_hᵀ tanh(W_h x_t))`` (eq. 5, ``J`` the
+index of eos, as in :mod:`~fairseq_syntax.modules.local_attention`) from its query ``x_t``; the
+tree distance row ``M[p]`` (eq. 9) is interpolated between ``⌊p⌋`` and ``⌈p⌉`` so the predictor
+gets a gradient, and the Gaussian (eq. 10) is added to the logits in log space::
 
-    p[t, h] = J · sigmoid(v_hᵀ tanh(W_h x_t))
+    logit[t, h, j] = q·k / √d - M[p][j]² / 2σ²   on N = {j real : M[p][j] <= max(n, min_k M[p][k])}
 
-with ``J`` the index of ``eos`` (the positions ``0 .. J`` are the real ones, as in
-:mod:`fairseq_syntax.modules.local_attention`). The word-level tree distance row
-``M[p]`` (eq. 9) is interpolated between the rows of ``⌊p⌋`` and ``⌈p⌉`` so that the
-predictor gets a gradient, and the Gaussian of eq. 10 is added to the head's logits in log
-space, inside the syntax neighbourhood ``N = {j real : M[p][j] <= max(n, min_k M[p][k])}``
-of eq. 11 (never empty)::
-
-    logit[t, h, j] = q·k / √d - M[p][j]² / 2σ²    for j in N,   the dtype's lowest finite
-                                                    value outside N
-
-i.e. the ``--syntax-gaussian weights`` reading of the RNN version: the head's softmax
-weights are multiplied by ``exp(-M[p][j]² / 2σ²)`` and renormalised over ``N``, so among
-equal logits a nearer word never gets less weight. ``σ = n/2``, ``n = 4`` (the paper's).
-A per-row constant (the row's smallest distance squared) is taken out of the bias, which
-leaves the softmax unchanged and keeps the bias within ``[-n²/2σ², 0]``, so it stays
-exact in half precision; the biased logits are made in float32 and brought back to the
-attention's dtype clamped to its finite range (no ``-inf``, no ``-1e9``).
-
-*Double context* (eq. 14, ``double_context=True``): the chosen heads keep their plain
-(global) softmax and add a syntax-directed one over the same logits and values; the layer
-output is ``out_proj(global contexts of all heads) + W_s(syntax contexts of the chosen
-heads)``, as eq. 14 adds ``L_cg c^g + L_cs c^s``. The weights returned are the global ones.
+and the lowest finite value outside ``N`` (eq. 11): the RNN's ``--syntax-gaussian weights``
+reading.  ``σ = n/2``, ``n = 4``.  The row's smallest distance is taken out of the bias (same
+softmax, bias in ``[-n²/2σ², 0]``, exact in half precision).  Double context: the chosen heads
+keep their global softmax and add a syntax-directed one; output ``out_proj(c^g) + W_s(c^s)``
+(eq. 14's ``L_cg c^g + L_cs c^s``); the global weights are returned.
 """
 from typing import Dict, Optional, Tuple
 
@@ -70,12 +53,9 @@ class HeadPositionPredictor(nn.Module):
 
 
 def distance_rows(distances: Tensor, positions: Tensor, last_position: Tensor) -> Tensor:
-    """Rows ``M[p]`` at real-valued positions, linearly interpolated (Chen et al. eq. 9).
+    """``M[p]`` at real ``p``, interpolated as :func:`~fairseq_syntax.modules.local_attention.distance_row`.
 
-    ``(1 - t) · M[f] + t · M[c]`` with ``f = ⌊p⌋``, ``c = min(f + 1, J)``, ``t = p - f``
-    (as :func:`~fairseq_syntax.modules.local_attention.distance_row`, for ``N`` positions
-    of each sentence at once). ``distances`` ``[B, S, S]`` long, ``positions`` ``[B, N]`` in
-    ``[0, J]``, ``last_position`` ``[B]`` -> ``[B, N, S]`` float32.
+    ``distances`` ``[B, S, S]`` long, ``positions`` ``[B, N]``, ``last_position`` ``[B]`` -> ``[B, N, S]``.
     """
     bsz, src_len = distances.shape[:2]
     positions = positions.float()
@@ -90,16 +70,10 @@ def distance_rows(distances: Tensor, positions: Tensor, last_position: Tensor) -
 
 def syntax_distance_logits(scores: Tensor, rows: Tensor, padding_mask: Tensor,
                            max_distance: float, sigma: float) -> Tensor:
-    """Logits of syntax-directed heads: ``scores - M[p][j]² / 2σ²`` inside the neighbourhood
-    ``N = {j real : M[p][j] <= max(n, min_k M[p][k])}`` (Chen et al. eq. 11), the lowest
-    finite value of ``scores.dtype`` outside it; softmax of the result = the head's softmax
-    weights times ``exp(-M[p][j]² / 2σ²)``, renormalised over ``N``.
+    """``scores - M[p][j]² / 2σ²`` on ``N`` (eq. 11), the dtype's lowest finite value outside it.
 
-    ``scores`` ``[B, K, T, S]`` (any float dtype; ``-inf`` allowed at padding), ``rows``
-    ``[B, K, T, S]`` float32 distances, ``padding_mask`` ``[B, S]`` -> ``[B, K, T, S]`` in
-    ``scores.dtype``, finite. Computed in float32; the row's smallest distance squared is
-    subtracted inside the Gaussian (a per-row constant of the logits, so the softmax is
-    unchanged) so the bias lies in ``[-n²/2σ², 0]``.
+    ``scores`` ``[B, K, T, S]`` (``-inf`` allowed at padding), ``rows`` ``[B, K, T, S]`` float32,
+    ``padding_mask`` ``[B, S]`` -> finite ``[B, K, T, S]`` in ``scores.dtype``, computed in float32.
     """
     pad = padding_mask[:, None, None, :]
     nearest = rows.masked_fill(pad, float("inf")).amin(-1, keepdim=True).detach()
@@ -112,15 +86,11 @@ def syntax_distance_logits(scores: Tensor, rows: Tensor, padding_mask: Tensor,
 
 
 class SyntaxDistanceCrossAttention(MultiheadAttention):
-    """fairseq's encoder-decoder attention whose first ``sdatt_heads`` heads are
-    syntax-directed (see the module docstring). :attr:`distances` (``[B, S, S]``, the
-    batch's ``src_distances``) is set by the layer for one forward.
+    """fairseq's cross-attention whose first ``sdatt_heads`` heads are syntax-directed; :attr:`distances`
+    ``[B, S, S]`` is set by the layer for one forward.
 
-    Single context: the bias goes in through fairseq's ``apply_sparse_mask`` hook (between
-    ``q·kᵀ/√d`` and the padding mask), on fairseq's own attention path (cross-attention is
-    called with ``static_kv``, which never takes PyTorch's fused path). Double context:
-    fairseq's forward returns the logits and values (``before_softmax``), and both
-    softmaxes and contexts are made from them.
+    Single context: the bias goes in through fairseq's ``apply_sparse_mask`` hook (``static_kv``
+    never takes the fused path).  Double context: built from fairseq's ``before_softmax`` logits.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, sdatt_heads: int, max_distance: float,

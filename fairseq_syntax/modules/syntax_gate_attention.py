@@ -1,31 +1,13 @@
-"""Decoder attention over content and syntactic annotations with a syntax gate
-(Tran & Bisk 2018, "Inducing Grammars with and for Neural Machine Translation", §4.2, §6).
+"""Decoder attention over content and syntactic annotations, syntax gate; Tran & Bisk (2018) §4.2, §6.
 
-:class:`SyntaxGateAttentionLayer` is an attentional layer of the backbone decoder (the
-interface of :class:`~fairseq_syntax.modules.global_attention.GlobalAttentionLayer`)
-for encoders that output two annotation sets, the content ``annotations`` ``x`` and
-the ``syntax_annotations`` ``s`` of a head-word selection layer
-(:mod:`~fairseq_syntax.modules.structured_attention`). At decoder step ``t``, from the
-top decoder state ``h_t``:
-
-* content attention (eqs. 3-4, Luong): ``a_t = softmax(score(h_t, x))``,
-  ``c_t = Σ_j a_tj x_j``;
-* syntactic vector:
-
-  - **shared** (eq. 10, SA-NMT / FA-NMT "shared"): ``d_t = Σ_j a_tj s_j``, the same
-    weights, so attending to a word also attends to its (expected) head;
-  - **separate** (eqs. 13-14, "not shared"): a second Luong attention with its own
-    parameters, ``a'_t = softmax(score'(h_t, s))``, ``d_t = Σ_j a'_tj s_j``;
-
-* syntax gate (eq. 11): ``g_t = σ(W_g h_t + b_g)``, a vector of the size of ``s`` (as in
-  the authors' code; ``gate_input="hidden_context"`` uses ``[h_t; c_t]`` instead);
-* attentional state (eq. 12): ``h̃_t = tanh(W_c [c_t; h_t; g_t ⊙ d_t])``.
-
-The weights returned (``extra["attn"]``, alignments, beam-search attention) are the
-content weights ``a_t``. The gates ``g_t`` come back from the decoder as
-``extra["syntax_gate"][0]`` ``[B, T, C]`` (the layer returns each step's in its state under
-``"extra.syntax_gate"``, see :class:`~fairseq_syntax.modules.rnn_decoder.RNNDecoder`);
-their norm ``‖g_t‖₂`` is the gate analysis of §6 (eq. 17).
+For encoders with ``annotations`` ``x`` and ``syntax_annotations`` ``s``
+(:mod:`~fairseq_syntax.modules.structured_attention`); at step ``t``, from ``h_t``:
+``a_t = softmax(score(h_t, x))``, ``c_t = Σ_j a_tj x_j`` (eqs. 3-4); ``d_t = Σ_j a_tj s_j``
+(shared, eq. 10) or with a second Luong attention's weights (not shared, eqs. 13-14);
+``g_t = σ(W_g h_t + b_g)`` of the size of ``s`` (eq. 11, as the authors' code;
+``gate_input="hidden_context"`` uses ``[h_t; c_t]``); ``h̃_t = tanh(W_c [c_t; h_t; g_t ⊙ d_t])``
+(eq. 12).  Returns the content weights ``a_t``; the gates come back as the decoder's
+``extra["syntax_gate"][0]`` ``[B, T, C]``, whose norm is the gate analysis of §6 (eq. 17).
 """
 from typing import Dict, Optional, Tuple
 
@@ -41,18 +23,7 @@ GATE = "syntax_gate"  # the decoder's extra output that holds the gates g_t
 
 
 class SyntaxGateAttentionLayer(nn.Module):
-    """Content attention plus a gated syntactic vector, shared or separate weights (§4.2).
-
-    Args:
-        query_dim: decoder hidden size (``h_t``).
-        key_dim: size of the content annotations ``x``.
-        syntax_dim: size of the syntactic annotations ``s`` (default ``key_dim``).
-        score: Luong score of both attentions, ``general`` or ``dot``.
-        shared: True for eq. 10 (the content weights), False for eqs. 13-14.
-        gate_input: ``hidden`` (``g_t = σ(W_g h_t + b)``) or ``hidden_context``
-            (``σ(W_g [h_t; c_t] + b)``).
-        output_dim: size of ``h̃_t`` (default ``query_dim``).
-    """
+    """Content attention plus a gated syntactic vector (§4.2); ``shared``: eq. 10, else eqs. 13-14."""
 
     def __init__(self, query_dim: int, key_dim: int, syntax_dim: Optional[int] = None,
                  score: str = "general", shared: bool = True, gate_input: str = "hidden",

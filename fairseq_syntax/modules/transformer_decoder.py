@@ -9,19 +9,12 @@ from fairseq_syntax.modules.transformer_encoder import bound_side_inputs, side_i
 
 
 class SyntaxTransformerDecoder(TransformerDecoderBase):
-    """fairseq's Transformer decoder (the one ``--arch transformer`` builds, with its own
-    initialisation and incremental state). Layers that read side inputs (their
-    ``side_input_keys``) get those of ``side_input_keys`` (the model's) that
-    ``encoder_out`` carries, in the beam's current order, as ``side_inputs`` for the
-    duration of each forward.
+    """fairseq's Transformer decoder; layers get the side inputs they declare (``side_input_keys``)
+    from ``encoder_out``, in the beam's order, as ``side_inputs``.
 
-    ``extra["attn"][0]`` is ``[B, T, S]``: the cross-attention of decoder layer
-    ``alignment_layer`` (0 = the bottom one; negative counts from the top; default the
-    last) averaged over its first ``alignment_heads`` heads (default all), over the source
-    positions (tokens then eos, right-padded), in training too and in every decoding
-    step. So ``--print-alignment`` and the ``supervised_attention_cross_entropy``
-    criterion (Mi et al. 2016) see the same heads. Per-call ``alignment_layer`` /
-    ``alignment_heads`` arguments (fairseq's) override the defaults.
+    ``extra["attn"][0]`` ``[B, T, S]``: layer ``alignment_layer`` (default the last, negative from
+    the top), averaged over its first ``alignment_heads`` heads, in training and decoding alike, so
+    ``--print-alignment`` and ``supervised_attention_cross_entropy`` (Mi et al. 2016) see the same heads.
     """
 
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn: bool = False,

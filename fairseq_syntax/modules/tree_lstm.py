@@ -1,16 +1,8 @@
 """Binary Tree-LSTM over phrase trees (Eriguchi et al. 2016, eq. 11; Tai et al. 2015).
 
-A binary tree over the ``n`` leaves of a sentence is given as ``n - 1`` rows ``(left,
-right)``; leaves are numbered ``0 .. n-1`` and internal node ``k`` is ``n + k``
-(children before parents, root last; DESIGN.md section 2). A batch carries them as
-``tree [B, M, 2]`` with padding rows ``-1`` (a sentence without a parse has only padding
-rows).
-
-:class:`BinaryTreeLSTM` evaluates the whole batch level by level: a node's level is its
-height (leaves 0, a parent one more than its highest child). Every node of one level, in
-every sentence, is computed by one batched evaluation of eq. 11 (:class:`TreeLSTMLevels`);
-the only Python loop is over the levels (:func:`tree_levels`), never over nodes or
-sentences.
+Trees as in DESIGN.md §2: ``tree [B, M, 2]`` rows ``(left, right)``, leaves ``0 .. n-1``, internal
+node ``k`` is ``n + k``, children first, padding rows ``-1`` (no parse: padding only).  One batched
+evaluation of eq. 11 per tree level (height), over all sentences: no loop over nodes.
 """
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -20,14 +12,10 @@ from torch import Tensor
 
 
 class TreeLSTMCell(nn.Module):
-    """The binary Tree-LSTM unit of Eriguchi et al. (2016), eq. 11.
+    """Binary Tree-LSTM unit, Eriguchi et al. (2016) eq. 11.
 
-    ``i = σ(U_l^i h_l + U_r^i h_r + b^i)``, left and right forget gates ``f_l``, ``f_r``,
-    output gate ``o`` and update ``u = tanh(U_l^u h_l + U_r^u h_r + b^u)`` likewise;
-    ``c = i ⊙ u + f_l ⊙ c_l + f_r ⊙ c_r``, ``h = o ⊙ tanh(c)``. The five gates are one
-    ``Linear(2d, 5d)`` on ``[h_l; h_r]`` (its two column blocks are ``U_l`` and ``U_r``),
-    in the order ``i, f_l, f_r, o, u``. The forget-gate biases start at 1.0, as in the
-    paper (after Józefowicz et al. 2015).
+    ``c = i ⊙ u + f_l ⊙ c_l + f_r ⊙ c_r``, ``h = o ⊙ tanh(c)``; gates ``i, f_l, f_r, o, u`` from one
+    ``Linear(2d, 5d)`` on ``[h_l; h_r]``.  Forget-gate biases start at 1.0 as in the paper.
     """
 
     def __init__(self, dim: int, forget_bias: float = 1.0):
@@ -53,8 +41,7 @@ class TreeLSTMCell(nn.Module):
 
 
 class TreeLevel(NamedTuple):
-    """The internal nodes of one level: sentence ``batch[j]``, row ``node[j]`` of the tree,
-    and the buffer slots of its children (see :func:`tree_levels`)."""
+    """One level's internal nodes: sentence ``batch[j]``, tree row ``node[j]``, children's buffer slots."""
 
     batch: Tensor
     node: Tensor
@@ -65,11 +52,8 @@ class TreeLevel(NamedTuple):
 def tree_slots(tree: Tensor, num_leaves: Tensor, leaf_slots: int) -> Tuple[Tensor, Tensor]:
     """Children of each internal node as slots of a per-sentence buffer.
 
-    The buffer of a sentence holds ``leaf_slots`` leaf slots (leaf ``j`` in slot ``j``;
-    a batch uses the padded source length) followed by one slot per tree row (internal
-    node ``k`` in slot ``leaf_slots + k``). ``tree [B, M, 2]`` (per-sentence numbering,
-    padding ``-1``), ``num_leaves [B]``. Returns ``(slots [B, M, 2], valid [B, M])``;
-    padding rows get slot 0 and ``valid`` False.
+    Buffer: ``leaf_slots`` leaf slots, then slot ``leaf_slots + k`` for internal node ``k``.  Returns
+    ``(slots [B, M, 2], valid [B, M])``; padding rows get slot 0 and ``valid`` False.
     """
     valid = tree[..., 0].ge(0)
     n = num_leaves.view(-1, 1, 1)
@@ -78,12 +62,9 @@ def tree_slots(tree: Tensor, num_leaves: Tensor, leaf_slots: int) -> Tuple[Tenso
 
 
 def tree_levels(tree: Tensor, num_leaves: Tensor, leaf_slots: int) -> List[TreeLevel]:
-    """Group the internal nodes of a batch of trees by height, lowest level first.
+    """Internal nodes grouped by height, lowest first (one vectorised pass per level).
 
-    A node is ready when both children are done (leaves are done from the start); one
-    vectorised pass per level marks the ready nodes. The number of passes is the height
-    of the highest tree. Raises ``ValueError`` when a tree row refers to a child that is
-    neither a leaf nor an earlier node (no valid tree has one).
+    Raises ``ValueError`` for a child that is neither a leaf nor an earlier node.
     """
     bsz, rows = tree.shape[:2]
     slots, valid = tree_slots(tree, num_leaves, leaf_slots)
@@ -112,8 +93,7 @@ def tree_levels(tree: Tensor, num_leaves: Tensor, leaf_slots: int) -> List[TreeL
 
 
 def check_internal_nodes(valid: Tensor, num_leaves: Tensor) -> None:
-    """Raise ``ValueError`` unless each sentence's tree has ``n - 1`` internal nodes, or none
-    (no parse), for its ``n`` leaves; ``valid [B, M]`` marks the tree rows."""
+    """``ValueError`` unless each tree has ``n - 1`` internal nodes (or none) for its ``n`` leaves."""
     nodes = valid.sum(1)
     bad = nodes.ne(0) & nodes.ne(num_leaves - 1)
     if bad.any():
@@ -125,16 +105,11 @@ def check_internal_nodes(valid: Tensor, num_leaves: Tensor) -> None:
 
 
 class BinaryTreeLSTM(nn.Module):
-    """Phrase states of a batch of binary trees over given leaf states, level by level.
+    """Phrase states of a batch of binary trees over given leaf states.
 
-    ``forward(leaf_h, leaf_c, tree, num_leaves)``: leaves ``[B, S, d]`` (leaf ``j`` of a
-    sentence at position ``j``; positions ``>= n`` are never read), ``tree [B, M, 2]``,
-    ``num_leaves [B]``. Returns ``(phrase_h, phrase_c)`` ``[B, M, d]`` (row ``k`` is internal
-    node ``n + k``; padding rows are 0) and ``valid [B, M]``.
-
-    The unit is :class:`TreeLSTMCell` (eq. 11, its weights); the levels are evaluated by
-    :class:`TreeLSTMLevels`, whose backward pass computes the weight gradient with one
-    matrix product over all nodes instead of one per level.
+    ``forward(leaf_h, leaf_c [B, S, d], tree [B, M, 2], num_leaves [B])`` -> ``(phrase_h, phrase_c)``
+    ``[B, M, d]`` (padding rows 0) and ``valid [B, M]``.  Weights: :class:`TreeLSTMCell`; evaluation:
+    :class:`TreeLSTMLevels`.
     """
 
     def __init__(self, dim: int, forget_bias: float = 1.0):
@@ -177,16 +152,10 @@ class BinaryTreeLSTM(nn.Module):
 class TreeLSTMLevels(torch.autograd.Function):
     """Eq. 11 over the levels of a batch of trees, with a hand-written backward pass.
 
-    ``forward(leaves [L, 2d] (h | c), weight [5d, 2d], bias [5d], children)``, where
-    ``children[l] = (left_store, left_row, right_store, right_row)`` locates the children
-    of level ``l + 1``'s nodes (store 0: the leaves; store ``k``: level ``k``'s nodes).
-    Returns the ``[N, 2d]`` states (h | c) of all internal nodes, level after level.
-
-    The forward pass is :class:`TreeLSTMCell`'s arithmetic (gates ``i, f_l, f_r, o, u``);
-    the backward pass walks the levels top-down, accumulating each node's ``(∂h, ∂c)``
-    into its children, and forms ``∂W = Σ_nodes ∂gates ⊗ [h_l; h_r]`` as one product over
-    all nodes at the end: autograd would compute (and add up) one full ``5d × 2d``
-    product per level. Tests compare it with autograd through a recursive reference.
+    ``forward(leaves [L, 2d] (h | c), weight [5d, 2d], bias [5d], children)``, ``children[l] =
+    (left_store, left_row, right_store, right_row)`` for level ``l + 1`` (store 0: the leaves) ->
+    ``[N, 2d]`` states of all internal nodes.  Backward walks the levels down and forms
+    ``∂W = Σ ∂gates ⊗ [h_l; h_r]`` as one product at the end (autograd: one ``5d × 2d`` per level).
     """
 
     @staticmethod
@@ -240,10 +209,9 @@ Route = Tuple[List[Tuple[int, Tensor, Tensor]], Optional[Tensor]]
 
 
 def _route(store: Tensor, row: Tensor) -> Route:
-    """How to read ``stores[store[i]][row[i]]`` for every ``i``: per store ``j`` read, the
-    positions ``pick`` that read it and their rows, and the permutation that puts the
-    concatenated reads back in order (None for a single store). Computed once per level
-    in the forward pass and reused by the backward pass."""
+    """How to read ``stores[store[i]][row[i]]``: per store, its positions and rows, plus the permutation
+    restoring order (None for one store).  Computed in forward, reused in backward.
+    """
     groups = []
     for j in store.unique().tolist():
         pick = store.eq(j).nonzero(as_tuple=True)[0]
@@ -253,13 +221,13 @@ def _route(store: Tensor, row: Tensor) -> Route:
 
 
 def _gather(stores: List[Tensor], route: Route) -> Tensor:
-    """``stores[store[i]][row[i]]`` for every ``i``: one ``index_select`` per store read."""
+    """``stores[store[i]][row[i]]`` for every ``i``."""
     groups, order = route
     pieces = [stores[j].index_select(0, rows) for j, _, rows in groups]
     return pieces[0] if order is None else torch.cat(pieces).index_select(0, order)
 
 
 def _scatter_add(grads: List[Tensor], route: Route, values: Tensor) -> None:
-    """``grads[store[i]][row[i]] += values[i]`` for every ``i`` (the adjoint of :func:`_gather`)."""
+    """``grads[store[i]][row[i]] += values[i]`` (adjoint of :func:`_gather`)."""
     for j, pick, rows in route[0]:
         grads[j].index_add_(0, rows, values.index_select(0, pick))

@@ -1,34 +1,16 @@
-"""Tree-marginal self-attention heads: structured attention (SA-NMT; Tran & Bisk 2018,
-"Inducing Grammars with and for Neural Machine Translation", §4.1, eqs. 5-9; Kim et al.
-2017, "Structured Attention Networks"; Liu & Lapata 2018) in the Transformer's encoder.
+"""Tree-marginal self-attention heads in the Transformer encoder: SA-NMT's structured attention
+(Tran & Bisk 2018, §4.1, eqs. 5-9; Kim et al. 2017; Liu & Lapata 2018).
 
-The first ``tree_heads`` heads of a chosen encoder layer attend with the marginals of
-single-root non-projective dependency trees over the source words instead of a softmax.
-With the head's own query/key projections (``q`` scaled by ``1/√d`` as fairseq's) and a
+The first ``tree_heads`` heads of chosen layers attend with matrix-tree marginals
+(:func:`~fairseq_syntax.modules.matrix_tree.dependency_marginals`) over the source words, with a
 learned root key ``u`` per head::
 
-    s[h, m] = q_m · k_h / √d        (arc h -> m: the modifier's query meets the head's key)
-    r[m]    = q_m · u / √d          (the artificial root is the head of m)
+    s[h, m] = q_m · k_h / √d,   r[m] = q_m · u / √d
+    α[m, h] = P(h → m) + δ(h, m) · P(root → m),   head_m = Σ_h α[m, h] v_h   (as the RNN model)
 
-the matrix-tree theorem (Koo et al. 2007;
-:func:`~fairseq_syntax.modules.matrix_tree.dependency_marginals`, batched, masked, shifted
-in log space) gives ``P(h → m)`` and ``P(root → m)``, and row ``m`` of the head's
-attention is each word's distribution over its head, the root standing in for the word
-itself (:func:`~fairseq_syntax.modules.structured_attention.head_weights`, as the RNN
-model)::
-
-    α[m, h] = P(h → m) + δ(h, m) · P(root → m),      head_m = Σ_h α[m, h] v_h
-
-Every word row sums to one. The tree spans the source words: padding and fairseq's final
-``eos`` are outside it, so a padded sentence gets the same marginals as alone; their rows
-attend to themselves alone (``α[j, j] = 1``), their columns get 0 in every word row. The
-other heads are fairseq's softmax heads (padding filled with the dtype's lowest finite
-value, not ``-inf`` or ``-1e9``). Attention dropout applies to all heads' weights, as in
-fairseq's :class:`~fairseq.modules.MultiheadAttention`.
-
-Precision: the matrix-tree computation runs in float32 (float64 for float64 models)
-whatever the model's dtype or the autocast region, and the marginals are cast back to the
-scores' dtype; see :mod:`fairseq_syntax.modules.matrix_tree`.
+Padding and the final ``eos`` are outside the tree and attend to themselves alone.  Other heads
+are fairseq's softmax heads (padding filled with the dtype's lowest finite value); attention
+dropout applies to all heads, as in fairseq's :class:`~fairseq.modules.MultiheadAttention`.
 """
 from typing import Dict, Optional, Tuple
 
@@ -48,21 +30,11 @@ from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
 
 def tree_marginal_weights(logits: Tensor, root_logits: Tensor, words: Tensor
                           ) -> Tuple[Tensor, Tensor, Tensor]:
-    """Attention weights of tree-marginal heads, and their marginals.
+    """Weights of tree-marginal heads and their marginals.
 
-    Args:
-        logits: ``[B, K, S, S]``, ``logits[b, k, m, h] = q_m · k_h / √d`` (query rows, as
-            fairseq's attention logits; the arc score of ``h → m``); the diagonal and
-            entries touching non-words are ignored.
-        root_logits: ``[B, K, S]``, ``root_logits[b, k, m] = q_m · u_k / √d``.
-        words: ``[B, S]`` bool, True at the source words (not eos, not padding).
-
-    Returns:
-        ``(weights, head_marginals, root_marginals)``: ``weights`` ``[B, K, S, S]`` rows
-        ``α[m, :]`` (a word's head distribution, the root on the diagonal; non-words attend
-        to themselves); ``head_marginals[b, k, h, m] = P(h → m)`` ``[B, K, S, S]`` and
-        ``root_marginals[b, k, m] = P(root → m)`` ``[B, K, S]``, 0 at non-words. All in the
-        logits' dtype, computed in float32 (float64 for float64 logits).
+    ``logits`` ``[B, K, S, S]`` (``[b, k, m, h] = q_m · k_h / √d``, query rows as fairseq's),
+    ``root_logits`` ``[B, K, S]``, ``words`` ``[B, S]``.  Returns ``(weights [B, K, S, S] rows α[m, :],
+    head_marginals [B, K, S, S] (h, m), root_marginals [B, K, S])`` in the logits' dtype.
     """
     bsz, heads, src_len, _ = logits.shape
     mask = words.repeat_interleave(heads, dim=0)
@@ -77,11 +49,11 @@ def tree_marginal_weights(logits: Tensor, root_logits: Tensor, words: Tensor
 
 
 class TreeMarginalSelfAttention(MultiheadAttention):
-    """fairseq's encoder self-attention whose first ``tree_heads`` heads attend with
-    matrix-tree marginals (see the module docstring); a learned root key per tree head
-    (``root_key`` ``[K, d]``, N(0, 1/d) as the RNN model's root query). The marginals of
-    the last forward are kept in :attr:`last_marginals` (``[B, K, S, S]`` ``(h, m)``,
-    ``[B, K, S]``) for the encoder to hand on."""
+    """fairseq's self-attention whose first ``tree_heads`` heads use matrix-tree marginals.
+
+    ``root_key`` ``[K, d]`` ~ N(0, 1/d) as the RNN model's root query; the last forward's marginals
+    stay in :attr:`last_marginals` for the encoder.
+    """
 
     def __init__(self, embed_dim: int, num_heads: int, tree_heads: int = 1, **kwargs):
         super().__init__(embed_dim, num_heads, self_attention=True, **kwargs)
@@ -154,13 +126,10 @@ class TreeMarginalEncoderLayer(TransformerEncoderLayerBase):
 
 
 class TreeMarginalEncoder(SyntaxTransformerEncoder):
-    """The backbone's encoder whose layers ``tree_layers`` (default: the top one) have
-    :class:`TreeMarginalSelfAttention` heads.
+    """The backbone's encoder with tree heads in layers ``tree_layers`` (default: the top one).
 
-    ``encoder_out`` also holds the induced trees of the source words, as the RNN model's
-    (read by ``fairseq-syntax-induced-trees``): ``head_marginals`` ``[[B, S, S]]``
-    (``P(h → m)`` at ``[b, h, m]``) and ``root_marginals`` ``[[B, S]]`` of the first tree
-    head of the highest tree layer, batch first (reordered with the beam).
+    ``encoder_out`` adds ``head_marginals`` ``[[B, S, S]]`` and ``root_marginals`` ``[[B, S]]`` of the
+    first tree head of the highest tree layer (read by ``fairseq-syntax-induced-trees``).
     """
 
     def __init__(self, cfg, dictionary, embed_tokens, tree_layers, tree_heads: int, **kwargs):

@@ -1,6 +1,6 @@
-"""Model ``look_ahead_rnn``: the backbone with look-ahead attention (Zhou et al.), in three
-patterns registered as architectures ``lookahead_concat``, ``lookahead_enc_dec`` and
-``lookahead_dec_enc``."""
+"""Model ``look_ahead_rnn``: the backbone with look-ahead attention (Zhou et al. 2017), archs
+``lookahead_concat``, ``lookahead_enc_dec``, ``lookahead_dec_enc``.
+"""
 from dataclasses import dataclass, field
 
 import torch
@@ -43,25 +43,13 @@ class LookAheadRNNConfig(AttentionalRNNConfig):
 
 @register_model("look_ahead_rnn", dataclass=LookAheadRNNConfig)
 class LookAheadRNNModel(AttentionalRNNModel):
-    """Look-ahead attention for generation in NMT (Zhou, Zhang and Zong 2017,
-    "Look-ahead Attention for Generation in Neural Machine Translation").
+    """Look-ahead attention for generation in NMT (Zhou, Zhang and Zong 2017).
 
-    The backbone's decoder, whose attentional layer also attends over the decoder's own
-    previous top-layer hidden states ``s_1 … s_{j-1}`` (eq. 10), combined with the source
-    attention in one of three patterns (see
-    :mod:`fairseq_syntax.modules.look_ahead_attention`). The past states live in the
-    decoder state (``attention.past``, ``[B, j-1, H]``), so incremental decoding caches
-    them and beam search reorders them with everything else; the cache grows by one state
-    per step (linear in the target length).
-
-    Architectures: ``lookahead_concat`` (eq. 11), ``lookahead_enc_dec`` (eqs. 12-13),
-    ``lookahead_dec_enc`` (eqs. 14-16); ``--arch look_ahead_rnn`` takes the pattern from
-    ``--look-ahead-pattern``. ``--attention-score`` scores the source attention and
-    ``--look-ahead-score`` the look-ahead attention (both Luong's ``dot`` or ``general``).
-
-    The look-ahead weights of the latest step are in the decoder state as
-    ``attention.look_ahead_weights`` ``[B, j-1]``; :meth:`look_ahead_attention` collects
-    them over a force-decoded target (``fairseq-syntax-lookahead-heatmap`` draws them).
+    The attentional layer also attends over the decoder's past top-layer states (eq. 10), in one of
+    three patterns (:mod:`fairseq_syntax.modules.look_ahead_attention`): ``lookahead_concat`` (eq. 11),
+    ``lookahead_enc_dec`` (eqs. 12-13), ``lookahead_dec_enc`` (eqs. 14-16); ``--arch look_ahead_rnn``
+    reads ``--look-ahead-pattern``.  Past states ``[B, j-1, H]`` live in the incremental state (cached,
+    reordered by the beam, growing one row a step).
     """
 
     @classmethod
@@ -73,10 +61,9 @@ class LookAheadRNNModel(AttentionalRNNModel):
     @torch.no_grad()
     def look_ahead_attention(self, src_tokens: Tensor, src_lengths: Tensor,
                              prev_output_tokens: Tensor) -> Tensor:
-        """Force-decode ``prev_output_tokens`` ``[B, T]`` step by step and return the look-ahead
-        weights ``[B, T, T]``: row ``j`` holds step ``j``'s weights over the previous steps
-        ``i < j`` (zero elsewhere; row 0 is all zero, there is no past at the first step).
-        Call it in eval mode for the weights the model decodes with."""
+        """Force-decode ``prev_output_tokens`` ``[B, T]``; look-ahead weights ``[B, T, T]`` (row ``j`` over
+        steps ``i < j``, row 0 zero).  Call in eval mode.
+        """
         encoder_out = self.encoder(src_tokens, src_lengths)
         bsz, tgt_len = prev_output_tokens.shape
         out = prev_output_tokens.new_zeros(bsz, tgt_len, tgt_len, dtype=torch.float)

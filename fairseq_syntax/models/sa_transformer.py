@@ -1,16 +1,10 @@
-"""Model ``sa_transformer``: structured attention (SA-NMT; Tran & Bisk 2018, "Inducing
-Grammars with and for Neural Machine Translation", §4.1) in the Transformer's encoder.
+"""Model ``sa_transformer``: structured attention (SA-NMT; Tran & Bisk 2018, §4.1) in the
+Transformer's encoder.
 
-The ``syntax_transformer`` backbone whose encoder layers ``--sa-layers`` (default: the
-top one, where Tran & Bisk put the head selection, on the encoder's output) have
-``--sa-heads`` (default 1) self-attention heads whose weights are the matrix-tree
-marginals of non-projective dependency trees over the source words, scored from the
-head's query/key projections and a learned root key
-(:mod:`fairseq_syntax.modules.tree_marginal_attention`). The trees are induced: no side
-input is needed. The encoder output carries ``head_marginals`` / ``root_marginals`` of the
-first tree head of the highest tree layer, so ``fairseq-syntax-induced-trees`` extracts
-and scores the trees as for the RNN models (Table 3 column ``transformer`` of the ``SA``
-group).
+Layers ``--sa-layers`` (default the top one, where Tran & Bisk select heads) get ``--sa-heads``
+(default 1) heads weighted by matrix-tree marginals over the source words
+(:mod:`fairseq_syntax.modules.tree_marginal_attention`); trees are induced, no side input.
+``fairseq-syntax-induced-trees`` scores them as for the RNN models (Table 3, ``SA`` group).
 
 ================================  ========================================
 architecture                      sizes
@@ -34,8 +28,7 @@ from fairseq_syntax.modules.tree_marginal_attention import TreeMarginalEncoder
 
 @register_model("sa_transformer")
 class SATransformerModel(SyntaxTransformerModel):
-    """The Transformer backbone with tree-marginal (structured) self-attention heads in its
-    encoder."""
+    """The Transformer backbone with tree-marginal self-attention heads in its encoder."""
 
     @classmethod
     def add_args(cls, parser):

@@ -1,10 +1,8 @@
 """Model ``structured_attention_rnn``: Inducing Grammars with and for NMT (Tran & Bisk 2018).
 
-The ``attentional_rnn`` backbone plus a head-word selection layer on the BiLSTM encoder
-(:mod:`fairseq_syntax.modules.structured_attention`) and, for two annotation sets, a
-decoder attention over content and syntax with a syntax gate
-(:mod:`fairseq_syntax.modules.syntax_gate_attention`). Six architectures, the rows of
-the paper's Tables 2 and 3:
+The ``attentional_rnn`` backbone plus head-word selection on the encoder
+(:mod:`fairseq_syntax.modules.structured_attention`) and, for two annotation sets, gated syntax
+attention (:mod:`fairseq_syntax.modules.syntax_gate_attention`); the rows of Tables 2 and 3:
 
 =================  ==================  ====================  ====================  ====================
 architecture       paper's name        ``--self-attention``  ``--head-selection``  ``--syntax-context``
@@ -17,20 +15,10 @@ architecture       paper's name        ``--self-attention``  ``--head-selection`
 ``fa_nmt``         FA-NMT, not shared  ``flat``              ``soft``              ``separate``
 =================  ==================  ====================  ====================  ====================
 
-Every architecture ties the target embeddings to the output layer, as the paper does
-for all its models (§5.2; ``--share-decoder-input-output-embed``, which needs
-``--decoder-out-embed-dim`` equal to ``--decoder-embed-dim``, the default). The
-structured variants clamp the arc and root scores to [-5, 7] before the matrix-tree
-marginals, as the authors' code does (``--no-arc-score-clamp`` turns it off): unclamped,
-the scores grew to ±187 in three of six synthetic runs, the float32 Laplacian became
-singular and training stopped on NaN gradients.
-
-Sizes are the backbone's; the queries and keys of the self-attention have
-``--self-attention-dim`` (default: the encoder output size ``2 * encoder-hidden-size``,
-as in the authors' code), the values and syntactic annotations the encoder output
-size. No side input is needed for training: the trees are induced; gold trees are only
-used to score them (``fairseq-syntax-induced-trees``). The encoder output keeps
-``head_marginals`` ``[B, S, S]`` and ``root_marginals`` ``[B, S]``.
+All tie target embeddings to the output layer (§5.2).  Structured variants clamp arc and root
+scores to [-5, 7] as the authors' code (``--no-arc-score-clamp``: off; unclamped, 3 of 6 synthetic
+runs hit a singular float32 Laplacian).  ``--self-attention-dim`` defaults to the encoder output
+size, as the authors' code.  Trees are induced; gold trees only score them.
 """
 from dataclasses import dataclass, field
 from typing import List
@@ -98,13 +86,9 @@ def _value(option) -> str:
 
 @register_model("structured_attention_rnn", dataclass=StructuredAttentionRNNConfig)
 class StructuredAttentionRNNModel(AttentionalRNNModel):
-    """Structured-attention NMT (Tran & Bisk 2018, "Inducing Grammars with and for Neural
-    Machine Translation"): the encoder induces soft (or greedy hard) dependency heads of
-    the source words with a structured self-attention (matrix-tree marginals) or, as a
-    baseline, a flat self-attention; the decoder reads the resulting syntactic
-    annotations through the content attention weights (shared) or its own attention,
-    behind a syntax gate, or the encoder folds them into one annotation set (1set).
-    See the module docstring for the architectures."""
+    """Structured-attention NMT (Tran & Bisk 2018): induced soft or hard heads (matrix-tree) or flat
+    self-attention in the encoder, read by the decoder behind a syntax gate, or folded in (1set).
+    """
 
     @classmethod
     def build_encoder_extensions(cls, cfg, encoder_dim: int) -> List[nn.Module]:

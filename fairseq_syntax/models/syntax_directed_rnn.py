@@ -12,22 +12,11 @@ architecture                ``--attention-type``        paper's name
 ``sdatt_double_syntax``     ``global+syntax_directed``  GlobalAtt+SDAtt (double context)
 ==========================  ==========================  =================================
 
-Paper defaults: local window ``D = 10`` with ``σ = D/2`` (Luong et al.), syntax distance
-``n = 4`` with ``σ = n/2``; the row ``M[p_i]`` is interpolated between ``⌊p_i⌋`` and
-``⌈p_i⌉`` so that the position predictor learns (``--syntax-row nearest`` takes the
-nearest row instead). Sizes are the backbone's. The syntax-directed variants read the
-source tree distances between words, which ``--task syntax_translation`` computes from
-the data-bin's heads and words side-files: the pieces of a word share its distances, and
-``eos`` is at :data:`~fairseq_syntax.data.tree_tensors.EOS_DISTANCE` from every word,
-outside every neighbourhood ``n`` (it stays in the global context of the double-context
-variants).
-
-``--syntax-gaussian`` picks the reading of eq. 10's Gaussian for the syntax-directed
-variants: on the alignment *scores*, as eq. 10 is written, or on the normalised *weights*
-(renormalised within the neighbourhood), as the paper's text and Luong's local-p have it.
-The default, ``scores``, was chosen by measurement (``DEFAULT_GAUSSIAN_READING`` in
-:mod:`fairseq_syntax.modules.local_attention` gives the figures).
-Local-p is not affected: its Gaussian always multiplies the window softmax (Chen eq. 6).
+Paper defaults: ``D = 10``, ``σ = D/2``; ``n = 4``, ``σ = n/2``.  ``M[p_i]`` is interpolated so the
+predictor learns (``--syntax-row nearest``: the nearest row).  ``--syntax-gaussian``: eq. 10's
+Gaussian on the scores (default, chosen by measurement, see ``DEFAULT_GAUSSIAN_READING``) or on
+the weights; local-p always multiplies its window softmax (eq. 6).  Distances are between words
+(DESIGN.md §2); eos is outside every neighbourhood but stays in the global context.
 """
 from dataclasses import dataclass, field
 from typing import Optional
@@ -108,17 +97,8 @@ def _value(option) -> str:
 
 @register_model("syntax_directed_rnn", dataclass=SyntaxDirectedRNNConfig)
 class SyntaxDirectedRNNModel(AttentionalRNNModel):
-    """Syntax-directed attention NMT (Chen et al. 2017, "Syntax-Directed Attention for
-    Neural Machine Translation"): the backbone's decoder attends with Luong local-p
-    weights around a predicted position ``p_i`` (eqs. 5-7), with syntax-directed weights
-    that follow the source dependency tree instead of the sentence order (eqs. 9-13), or
-    with a global context plus either of them (double context, eq. 14). ``--syntax-gaussian``
-    puts eq. 10's Gaussian on the scores (as written) or on the weights (see
-    :func:`~fairseq_syntax.modules.local_attention.syntax_directed_weights`).
-
-    The attention weights the decoder returns are those that made the context: the local
-    weights for a single context, the global weights for a double context.
-    The syntax-directed variants read the source distances (:meth:`side_inputs`).
+    """Syntax-directed attention NMT (Chen et al. 2017): local-p (eqs. 5-7), syntax-directed (eqs. 9-13)
+    or double-context (eq. 14) attention.  Returns the weights that made the context (double: global).
     """
 
     @classmethod

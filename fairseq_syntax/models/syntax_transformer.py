@@ -10,21 +10,12 @@ architecture                        sizes (fairseq's own preset)
 ``syntax_transformer_tiny``         ``transformer_tiny``: 2 + 2 layers, 64, FFN 64, 2 heads
 ==================================  ==========================================================
 
-Every ``--arch transformer`` option applies. The encoder and decoder are fairseq's own
-(subclassed, not copied), with fairseq's initialisation (embeddings N(0, d^-1/2),
-attention projections Xavier-uniform, output projection N(0, d^-1/2)), not the RNN
-backbone's uniform one: a ``syntax_transformer_tiny`` and a ``transformer_tiny`` built
-from the same seed have the same parameters, and give the same output on the same
-sentences (right-padded here, left-padded by ``--task translation``).
-
-**Supervised cross-attention** (Mi et al. 2016, "Supervised Attentions for Neural Machine
-Translation", eq. 7): ``--criterion supervised_attention_cross_entropy`` adds
-``λ Σ_t Σ_i (A[t, i] - A*[t, i])²`` against the gold alignment matrix ``A*`` (simple or
-Gaussian-smoothed, unaligned target words and the target eos on the source eos; see
-:mod:`fairseq_syntax.criterions.supervised_attention`), where ``A`` is the cross-attention
-of decoder layer ``--alignment-layer`` averaged over its first ``--alignment-heads`` heads
-(as fairseq's ``transformer_align`` picks them). Those heads alone receive the
-alignment gradient, and they are the attention ``--print-alignment`` prints.
+Every ``--arch transformer`` option applies; encoder and decoder are fairseq's, subclassed, with
+fairseq's initialisation (same parameters and outputs as ``transformer_tiny`` from one seed; the
+source is right-padded here).  Supervised cross-attention (Mi et al. 2016, eq. 7):
+``--criterion supervised_attention_cross_entropy`` supervises layer ``--alignment-layer``
+averaged over its first ``--alignment-heads`` heads (as ``transformer_align``), the heads
+``--print-alignment`` prints.
 """
 from typing import Optional, Set
 
@@ -44,25 +35,18 @@ from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
 
 @register_model("syntax_transformer")
 class SyntaxTransformerModel(TransformerModel):
-    """fairseq's Transformer whose encoder reads the right-padded source and whose
-    layers can read the batch's side inputs.
-
-    Each mechanism is a subclass that overrides ``build_encoder`` or ``build_decoder``
-    (to build layers of its own, passing on :meth:`side_input_keys`) and declares the
-    side inputs it reads in :meth:`side_inputs`, which the ``syntax_translation`` task
-    then loads; a layer that reads them names their batch keys in its
-    ``side_input_keys`` and finds them in its ``side_inputs``.
+    """fairseq's Transformer on the right-padded source; mechanisms override ``build_encoder``/
+    ``build_decoder`` and declare :meth:`side_inputs`, which layers find in ``side_inputs``.
     """
 
     @classmethod
     def side_inputs(cls, cfg) -> Set[str]:
-        """Names of :data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS` the model reads
-        with the options ``cfg``."""
+        """Names of :data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS` read with the options ``cfg``."""
         return set()
 
     @classmethod
     def side_input_keys(cls, cfg):
-        """The batch keys of :meth:`side_inputs`, which the encoder and decoder carry."""
+        """Batch keys of :meth:`side_inputs`."""
         return model_input_keys(cls.side_inputs(cfg))
 
     @classmethod

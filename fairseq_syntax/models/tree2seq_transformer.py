@@ -1,15 +1,10 @@
 """Model ``tree2seq_transformer``: Tree-to-Sequence attention (Eriguchi et al. 2016) on the
-Transformer: phrase memory.
+Transformer as a phrase memory (:mod:`fairseq_syntax.modules.phrase_memory`).
 
-The ``syntax_transformer`` backbone whose encoder runs a binary Tree-LSTM (eq. 11) over
-its output states along the source's binary phrase tree (the data-bin's ``tree``
-side-file, ``src_tree``) and appends the ``n - 1`` phrase states to the memory that every
-decoder layer's cross-attention reads, so one softmax runs over words and phrases (eq.
-13); see :mod:`fairseq_syntax.modules.phrase_memory`. Leaves carry zero memory cells (the
-RNN model's ``--leaf-cells zero``: a Transformer has no cells). The Transformer decoder
-has no initial state, so eq. 12 has no counterpart. A sentence without a parse gets no
-phrase rows and is decoded as by the backbone. ``--print-alignment`` shows the word
-columns; ``supervised_attention_cross_entropy`` folds each phrase's weight onto its words.
+A Tree-LSTM (eq. 11) over the encoder's output along ``src_tree`` appends ``n - 1`` phrase rows to
+every cross-attention's memory (one softmax, eq. 13).  Leaves have zero cells (no LSTM cells);
+eq. 12 has no counterpart (no initial decoder state); a sentence without a parse gets no phrases.
+``supervised_attention_cross_entropy`` folds each phrase's weight onto its words.
 
 ====================================  ==================================
 architecture                          sizes

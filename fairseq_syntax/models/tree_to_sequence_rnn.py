@@ -1,32 +1,15 @@
 """Model ``tree2seq``: Tree-to-Sequence Attentional NMT (Eriguchi et al. 2016).
 
-The ``attentional_rnn`` backbone plus
+The ``attentional_rnn`` backbone plus a binary Tree-LSTM over ``src_tree`` on the sequential
+states (§3.1, eq. 11), decoder initialisation from a Tree-LSTM unit over (last sequential state,
+root phrase) (eq. 12), and attention over the ``n`` words and ``n - 1`` phrases (eq. 13,
+:class:`~fairseq_syntax.modules.phrase_attention.PhraseAttentionLayer`; alignments report words).
 
-* a tree-based encoder (section 3.1, eq. 11): a binary Tree-LSTM over the source's
-  binary phrase tree (``--task syntax_translation`` loads the data-bin's ``tree``
-  side-file as ``src_tree``), whose leaves are the sequential encoder's states;
-* decoder initialisation (eq. 12): another Tree-LSTM unit over (last sequential state,
-  root phrase state) gives ``summary_hidden``/``summary_cell``, and the backbone's
-  decoder starts from them as usual (projected only when sizes differ);
-* attention over the ``n`` words and the ``n - 1`` phrases (eq. 13), see
-  :class:`~fairseq_syntax.modules.phrase_attention.PhraseAttentionLayer`; alignments
-  (``--print-alignment``, ``extra["attn"]``) report the word columns only.
-
-Leaves. The encoder is the backbone's BiLSTM, so a leaf ``j`` is the sequential state at
-token ``j``: hidden unit ``[h→_j; h←_j]`` and, with ``--leaf-cells lstm`` (the default,
-the paper's choice), memory cell ``[c→_j; c←_j]``, recovered exactly from the LSTM's
-inputs and outputs by the encoder's
-:meth:`~fairseq_syntax.modules.rnn_encoder.RNNEncoder.memory_cells` (one-layer encoders
-only). ``--leaf-cells zero`` gives the leaves zero memory cells (any
-number of encoder layers). The leaves are the LSTM's states before dropout; the phrase
-states get the encoder's dropout before attention, like the word annotations. The
-eos position is not a leaf. "The last sequential state" ``h_n`` is the backbone's
-summary (last forward and first backward state, hidden and cell).
-
-A sentence without a tree (no parse: only padding rows in ``src_tree``; also every
-one-token sentence, whose tree is empty) is encoded as the paper does: no phrase nodes
-(its phrase rows are masked out of the attention) and a zero root state in eq. 12.
-Mixed batches need nothing special.
+Leaves are the BiLSTM states at the tokens (eos is not a leaf), before dropout: hidden
+``[h→_j; h←_j]`` and, with ``--leaf-cells lstm`` (default, the paper's), cells ``[c→_j; c←_j]``
+recovered by :meth:`~fairseq_syntax.modules.rnn_encoder.RNNEncoder.memory_cells` (one-layer
+encoders only); ``--leaf-cells zero``: zero cells.  A sentence without a tree (no parse, or one
+token) gets no phrases and a zero root in eq. 12, as in the paper.
 """
 from dataclasses import dataclass, field
 from typing import Dict, List
@@ -60,16 +43,11 @@ class TreeToSequenceConfig(AttentionalRNNConfig):
 
 
 class TreeEncoderLayer(nn.Module):
-    """Encoder extension: phrase states, phrase mask and the tree-initialised summary.
+    """Encoder extension: phrase states, phrase mask and the tree-initialised summary (eq. 12).
 
-    Takes the backbone's encoder output dict (with ``src_tree``) and adds
-    ``phrase_annotations [B, M, C]`` and ``phrase_mask [B, M]`` (row ``k`` is internal
-    node ``n + k``; the root of a parsed sentence is its last valid row), their
-    concatenation with the word annotations for the attention (``word_phrase_annotations``,
-    ``word_phrase_mask``), and replaces
-    ``summary_hidden``/``summary_cell`` by eq. 12. It reads the leaves from the
-    encoder's ``lstm_states`` and, for ``leaf_cells='lstm'``, ``lstm_cells`` (its
-    ``encoder_internals``, see :class:`~fairseq_syntax.modules.rnn_encoder.RNNEncoder`).
+    Adds ``phrase_annotations [B, M, C]``, ``phrase_mask [B, M]`` (row ``k`` is node ``n + k``),
+    ``word_phrase_annotations``/``word_phrase_mask``, and replaces ``summary_hidden``/``summary_cell``;
+    reads the encoder's ``lstm_states`` (and ``lstm_cells`` for ``leaf_cells='lstm'``).
     """
 
     def __init__(self, dim: int, dropout: float, leaf_cells: str = "lstm", forget_bias: float = 1.0):
@@ -87,7 +65,7 @@ class TreeEncoderLayer(nn.Module):
             del state_dict[key]
 
     def leaves(self, encoder_out: Dict[str, Tensor]):
-        """Leaf hidden states and memory cells ``[B, S, C]`` (see the module docstring)."""
+        """Leaf hidden states and memory cells ``[B, S, C]``."""
         hidden = encoder_out["lstm_states"]
         if self.leaf_cells == "zero":
             return hidden, torch.zeros_like(hidden)
@@ -125,12 +103,9 @@ class TreeEncoderLayer(nn.Module):
 
 @register_model("tree2seq", dataclass=TreeToSequenceConfig)
 class TreeToSequenceModel(AttentionalRNNModel):
-    """Tree-to-sequence attentional NMT (Eriguchi, Hashimoto and Tsuruoka, ACL 2016):
-    a Tree-LSTM over the binary phrase tree on top of the sequential encoder, decoder
-    initialisation from both, and attention over words and phrases.
+    """Tree-to-sequence attentional NMT (Eriguchi, Hashimoto and Tsuruoka, ACL 2016).
 
-    BlackOut training (``--criterion blackout``) and the length-prior beam search
-    (``--length-prior``) of the paper work with this and every other architecture.
+    BlackOut (``--criterion blackout``) and the length prior (``--length-prior``) work with every arch.
     """
 
     @classmethod

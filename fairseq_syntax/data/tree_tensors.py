@@ -7,16 +7,10 @@ from fairseq_syntax.syntax.side_values import (  # noqa: F401  (the collater's v
 
 
 def tree_distances(heads: torch.Tensor) -> torch.Tensor:
-    """All-pairs path lengths in each dependency tree of a batch.
+    """All-pairs path lengths ``[B, N, N]`` long in each tree of ``heads`` ``[B, N]`` (-1 root, HEAD_PAD).
 
-    ``heads``: ``[B, N]`` long, the head index of each position, ``-1`` for the root,
-    :data:`HEAD_PAD` for padding. Returns ``[B, N, N]`` long distances.
-
-    With ``R[i, k] = 1`` iff ``k`` is an ancestor of ``i`` or ``i`` itself, ``depth(i) + 1 =
-    Σ_k R[i, k]`` and ``(R Rᵀ)[i, j] = depth(lca(i, j)) + 1`` (the common ancestors), so
-    ``d(i, j) = depth(i) + depth(j) - 2 depth(lca(i, j))``. ``R`` is filled by walking
-    every position of the batch up to its root at once (one step per tree level), and
-    ``R Rᵀ`` is one batched matmul: no Python loop over sentences or nodes.
+    ``R[i, k] = 1`` iff ``k`` is ``i`` or an ancestor; ``(R Rᵀ)[i, j] = depth(lca(i, j)) + 1`` gives
+    ``d = depth(i) + depth(j) - 2 depth(lca)``: one walk per tree level and one batched matmul.
     """
     bsz, n = heads.shape
     real = heads.ne(HEAD_PAD)
@@ -40,23 +34,12 @@ def tree_distances(heads: torch.Tensor) -> torch.Tensor:
 
 
 def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-    """Distances between words, spread to their subword pieces (DESIGN.md section 2).
+    """Distances between words spread to their pieces, ``[B, N, N]`` long (DESIGN.md §2).
 
-    ``heads`` ``[B, N]``: the heads side-file's tree over pieces plus eos (a word's first
-    piece stands for the word, its other pieces and eos are leaves;
-    :func:`~fairseq_syntax.syntax.dependency.project_heads_to_subwords`), :data:`HEAD_PAD`
-    for padding. ``words`` ``[B, N]``: the word of each piece (contiguous, increasing),
-    :data:`EOS_WORD` for eos, :data:`WORD_PAD` for padding. Returns ``[B, N, N]`` long:
-
-    * pieces of words ``a`` and ``b``: the tree path length ``d(a, b)`` between the words
-      (0 between pieces of one word);
-    * ``eos`` and any piece: :data:`EOS_DISTANCE`; ``eos`` and itself: 0;
-    * a padding row or column: :data:`PAD_DISTANCE`.
-
-    The first pieces form the word tree itself (continuation pieces and eos are leaves of
-    it, on no path between others), so ``d(a, b)`` is the distance between the first
-    pieces of ``a`` and ``b`` in :func:`tree_distances`; each position reads the row and
-    column of its word's first piece (two gathers, no loop over sentences).
+    ``heads`` ``[B, N]`` the projected heads side-file, ``words`` ``[B, N]`` each piece's word
+    (:data:`EOS_WORD`, :data:`WORD_PAD`).  Pieces of words ``a``, ``b``: ``d(a, b)`` (0 within a word);
+    eos to any piece :data:`EOS_DISTANCE`; padding :data:`PAD_DISTANCE`.  Continuation pieces and eos
+    are leaves, so ``d(a, b)`` is read at the first pieces of :func:`tree_distances`.
     """
     real = words.ne(WORD_PAD)
     if not torch.equal(real, heads.ne(HEAD_PAD)):

@@ -1,30 +1,15 @@
 """Target-length prior ``p(len(y) | len(x))`` from training statistics (Eriguchi et al. 2016, eq. 17).
 
-``fairseq-syntax-preprocess`` records in the data-bin's ``syntax_manifest.json``
-``length_counts``: ``{src_len: {tgt_len: count}}`` over the training pairs, lengths in
-subword tokens without eos (keys are strings). :class:`LengthPrior` turns them into a
-smoothed conditional distribution; the beam search of
-:mod:`fairseq_syntax.generation.length_prior_generator` adds its log to the score of each
-candidate that ends a hypothesis, before the beam's top-k (eq. 16).
+Counts come from ``length_counts`` ``{src_len: {tgt_len: count}}`` in ``syntax_manifest.json``
+(subword tokens without eos); the beam search of
+:mod:`~fairseq_syntax.generation.length_prior_generator` adds the log prior to finishing
+candidates before the top-k (eq. 16).  The paper does not say how it smooths; here, add-``k``
+towards a discretised Gaussian of the length ratio::
 
-Smoothing (the paper does not say what it does for unseen pairs; its statistics came from
-one million pairs). With ``c(n, m)`` the count of source length ``n`` with target length
-``m`` and ``c(n) = Σ_m c(n, m)``::
+    p(m | n) = (c(n, m) + k · g(m | n)) / (c(n) + k),   g(m | n) ∝ exp(-(m - ρ n)² / 2σ(n)²),
+    σ(n) = max(s · n, 1),   ρ, s = mean and std of m / n over the training pairs (n >= 1)
 
-    p(m | n) = (c(n, m) + k · g(m | n)) / (c(n) + k)
-
-a Dirichlet (add-``k``) smoothing towards a backoff ``g``: a Gaussian of the length
-ratio, discretised on ``m = 0, 1, 2, ...``::
-
-    g(m | n) = exp(-(m - ρ n)² / (2 σ(n)²)) / Σ_{m' >= 0} exp(-(m' - ρ n)² / (2 σ(n)²)),
-    σ(n) = max(s · n, 1)
-
-where ``ρ`` and ``s`` are the mean and the standard deviation of the ratio ``m / n`` over
-the training pairs with ``n >= 1`` (weighted by their counts). Seen source lengths keep
-their empirical distribution, slightly flattened (``k`` = 1 pseudo-count by default);
-unseen ``(n, m)`` pairs get ``k g(m | n) / (c(n) + k)``, which is never zero, so a
-hypothesis of an unseen length is penalised, not excluded; an unseen source length gets
-``g`` itself. Log-probabilities are computed in log space (no underflow far in the tails).
+so unseen lengths are penalised, never excluded; computed in log space.
 """
 import json
 import math
@@ -54,10 +39,7 @@ def load_length_counts(data_dir: str) -> Dict[int, Dict[int, int]]:
 
 
 class LengthPrior:
-    """Smoothed ``log p(len(y) | len(x))`` from ``{src_len: {tgt_len: count}}`` (see the module doc).
-
-    ``smoothing`` is the pseudo-count ``k`` (> 0) given to the Gaussian backoff.
-    """
+    """Smoothed ``log p(len(y) | len(x))``; ``smoothing`` is the pseudo-count ``k`` (> 0)."""
 
     def __init__(self, counts: Mapping[int, Mapping[int, int]], smoothing: float = 1.0):
         if not smoothing > 0:

@@ -1,23 +1,12 @@
 """Beam search with a target-length prior (Eriguchi et al. 2016, eqs. 16-17).
 
-``score(x, y) = Σ_j log p(y_j | y_<j, x) + w · log p(len(y) | len(x))`` (eq. 16, with the
-paper's ``w = 1``; eq. 17 is the prior, :mod:`fairseq_syntax.generation.length_prior`). The
-prior is part of the beam search, not a re-ranking of what it finished: at step ``t`` the
-candidate that ends a hypothesis (eos after ``t`` tokens, ``len(y) = t``) gets
-``w · log p(t | len(x))`` added to its score *before* fairseq's top-k over the candidates
-(:class:`LengthPriorBeamSearch`, fairseq's ``Search.step`` hook). So an eos at an unlikely
-length need not enter the top ``beam`` candidates and the hypothesis goes on, and the
-search stops only once ``beam`` hypotheses have ended at lengths the prior does not rule
-out. Hypotheses that go on are scored as before: their length is not known yet.
-
-Scores are unnormalised sums as in eq. 16: the generator refuses fairseq's length
-normalisation (``normalize_scores=True``) and ``len_penalty != 1``, which only acts on
-normalised scores; ``--length-prior`` implies ``--unnormalized`` (the task's
-``build_generator``). Lengths are in subword tokens without eos, as in the statistics:
-``len(x)`` counts the source tokens other than eos and padding. ``positional_scores`` stay
-the model's token log-probabilities (the prior is taken off the eos position), so a
-hypothesis' ``score`` is ``sum(positional_scores) + w · length_prior``, ``length_prior``
-being the unweighted ``log p`` the hypothesis also carries.
+``score(x, y) = Σ_j log p(y_j | y_<j, x) + w · log p(len(y) | len(x))`` (eq. 16, paper's ``w = 1``).
+The prior is part of the search, not a re-ranking: a candidate ending at step ``t`` gets
+``w · log p(t | len(x))`` before fairseq's top-k (fairseq's ``Search.step`` hook), so an eos at an
+unlikely length need not enter the beam.  Scores are unnormalised as in eq. 16 (the generator
+refuses ``normalize_scores`` and ``len_penalty != 1``; ``--length-prior`` implies
+``--unnormalized``).  Lengths exclude eos and padding.  ``positional_scores`` stay the model's
+(the prior is taken off the eos position): ``score = sum(positional_scores) + w · length_prior``.
 """
 from typing import Dict, List
 
@@ -30,12 +19,8 @@ from .length_prior import LengthPrior
 
 
 class LengthPriorBeamSearch(BeamSearch):
-    """fairseq's :class:`~fairseq.search.BeamSearch` whose eos candidates get
-    ``weight · log p(step | len(x))`` before the top-k (eqs. 16-17).
-
-    :meth:`start` takes the batch's source lengths (eos and padding excluded); fairseq calls
-    :meth:`prune_sentences` when finished sentences leave the batch, which keeps them in step
-    with the rows of ``lprobs``.
+    """fairseq's :class:`~fairseq.search.BeamSearch` adding ``weight · log p(step | len(x))`` to eos
+    candidates before the top-k; :meth:`prune_sentences` follows finished sentences out of the batch.
     """
 
     def __init__(self, tgt_dict, length_prior: LengthPrior, weight: float = 1.0):
@@ -71,12 +56,8 @@ class LengthPriorBeamSearch(BeamSearch):
 
 
 class LengthPriorMixin:
-    """A SequenceGenerator whose beam search is :class:`LengthPriorBeamSearch`.
-
-    Only fairseq's plain beam search can take the prior: ``search_strategy`` must be ``None``
-    or a :class:`~fairseq.search.BeamSearch` (what fairseq builds without ``--sampling``,
-    ``--diverse-beam-groups``, ``--match-source-len``, ``--diversity-rate`` or
-    ``--constraints``); scores are unnormalised (see the module doc).
+    """A SequenceGenerator whose beam search is :class:`LengthPriorBeamSearch`; only fairseq's plain
+    beam search (``search_strategy`` None or a :class:`~fairseq.search.BeamSearch`) can take the prior.
     """
 
     def __init__(self, models, tgt_dict, *, length_prior: LengthPrior, length_prior_weight: float = 1.0,
@@ -123,8 +104,7 @@ class LengthPriorMixin:
 
     def finalize_hypos(self, step: int, bbsz_idx, eos_scores, tokens, scores, finalized,
                        finished, beam_size: int, attn, src_lengths, max_len: int):
-        """fairseq's, then each new hypothesis gets ``length_prior`` and its eos position
-        loses the prior that :class:`LengthPriorBeamSearch` added (``score`` keeps it)."""
+        """fairseq's, plus ``length_prior`` on new hypotheses and the prior taken off their eos position."""
         before = [len(hypos) for hypos in finalized]
         newly_finished = super().finalize_hypos(
             step, bbsz_idx, eos_scores, tokens, scores, finalized, finished, beam_size,

@@ -1,18 +1,10 @@
-"""One source sentence as the side-files store it: the annotate step that
-``fairseq-syntax-preprocess`` and raw input to ``fairseq-interactive`` share.
+"""One source sentence as the side-files store it, shared by ``fairseq-syntax-preprocess`` and raw
+``fairseq-interactive`` input (DESIGN.md §2).
 
-Words are encoded one by one with sentencepiece (:func:`encode_words`); :func:`annotate`
-takes each word's piece count and the word-level parse and gives (DESIGN.md section 2):
-
-* ``heads``: the word tree projected onto the pieces, eos last
-  (:func:`~fairseq_syntax.syntax.dependency.project_heads_to_subwords`);
-* ``words``: the word of each piece, then :data:`EOS_WORD` for eos;
-* ``tree``: the binary tree over the pieces: the word tree binarised head-outward, or a
-  given binary word tree (a binarised constituency parse), each word's pieces hung below
-  it (:func:`~fairseq_syntax.syntax.dependency.hang_pieces_below_words`), flattened;
-* ``links``: word alignments projected onto the pieces, when given.
-
-A sentence without words is eos alone, its own root.
+Words are encoded one by one (:func:`encode_words`); :func:`annotate` projects the word-level
+parse onto the pieces: ``heads`` (eos last), ``words`` (:data:`EOS_WORD` for eos), ``tree``
+(head-outward binarisation or a given binary word tree, pieces hung below their word) and
+``links``.  A sentence without words is eos alone, its own root.
 """
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
@@ -30,8 +22,7 @@ Link = Tuple[int, int]
 
 @dataclass
 class Annotation:
-    """One source sentence at subword level; ``heads``/``words``/``tree`` are the rows of
-    its side-files (int32), ``None`` where no parse (or alignment) was given."""
+    """One source sentence at subword level: side-file rows (int32), ``None`` where nothing was given."""
 
     pieces_per_word: List[int]
     words: np.ndarray  # [n + 1]: word of each piece, EOS_WORD for eos
@@ -41,8 +32,7 @@ class Annotation:
 
 
 def encode_words(sp, sentences: Sequence[Sequence[str]]) -> List[List[List[str]]]:
-    """The pieces of every word of every sentence, each word encoded alone with the
-    sentencepiece model ``sp`` (each distinct word once, in one batched call)."""
+    """Pieces of every word, each word encoded alone with ``sp`` (distinct words once, one batched call)."""
     types = sorted({w for words in sentences for w in words})
     table = dict(zip(types, sp.encode(types, out_type=str)))
     return [[table[w] for w in words] for words in sentences]
@@ -51,9 +41,9 @@ def encode_words(sp, sentences: Sequence[Sequence[str]]) -> List[List[List[str]]
 def annotate(pieces_per_word: Sequence[int], word_heads: Optional[Sequence[int]] = None,
              word_tree=None, word_links: Optional[Sequence[Link]] = None,
              target_pieces_per_word: Optional[Sequence[int]] = None) -> Annotation:
-    """Project a sentence's word-level parse (``word_heads``; ``word_tree``, a binary tree
-    over the words, replaces their head-outward binarisation) and word links (with the
-    target's pieces per word) onto its pieces. Raises ``ValueError`` when they do not fit."""
+    """Project a sentence's word parse (``word_heads``, or ``word_tree``) and links onto its pieces;
+    ``ValueError`` when they do not fit.
+    """
     counts = [int(c) for c in pieces_per_word]
     words = np.asarray(word_index_of_pieces(counts) + [EOS_WORD], dtype=np.int32)
     out = Annotation(counts, words)

@@ -1,12 +1,8 @@
 """Detokenise space-separated tokens with a glue table (Multi30k's German side).
 
-The table (``examples/multi30k/spacy_text.py tokenize --glue-table``) maps a token to
-``left``, the share of its occurrences after a word (a token with a letter or digit)
-that the tokenizer found written without a space before it, and ``right``, the same
-share before a word without a space after it. A token is glued to the one before it
-when its ``left`` or its predecessor's ``right`` is at least the threshold (0.5), so
-``.`` glues left, ``(`` right and ``-`` in ``saftig-grünes`` both ways; unseen tokens
-are separated by a space.
+The table (``spacy_text.py tokenize --glue-table``) gives each token ``left``/``right``: the share
+of its occurrences next to a word written without a space on that side.  A token glues to its
+predecessor when its ``left`` or the predecessor's ``right`` is >= 0.5; unseen tokens do not glue.
 """
 import json
 from typing import Dict, Sequence

@@ -1,8 +1,7 @@
 """Strict line-oriented text reading: UTF-8 only, every error names the file and line.
 
-Lines are split on ``\\n`` only (a ``\\r\\n`` ending counts as one newline), so the line
-numbers in error messages are the ones an editor or ``sed -n Np`` shows. A UTF-8 byte
-order mark at the very start of a file is dropped.
+Lines split on ``\\n`` only (``\\r\\n`` counts as one), so line numbers match an editor's; a
+leading UTF-8 BOM is dropped.
 """
 from typing import Iterator, List, Tuple
 
@@ -12,12 +11,7 @@ _BOM = "\ufeff"
 
 
 def iter_decoded_lines(path: str) -> Iterator[Tuple[int, str]]:
-    """Yield ``(line_number, text)`` for every line of ``path`` (1-based, newline stripped).
-
-    Empty lines are yielded too. Bytes that are not UTF-8 raise :class:`SyntaxInputError`
-    naming the file, the line and the byte column; an unreadable file raises it naming the
-    file.
-    """
+    """``(line_number, text)`` per line (1-based, newline stripped); bad UTF-8 names file, line, column."""
     try:
         handle = open(path, "rb")
     except OSError as err:
@@ -45,12 +39,8 @@ def iter_decoded_lines(path: str) -> Iterator[Tuple[int, str]]:
 
 
 def read_text_lines(path: str, allow_empty: bool = False) -> List[str]:
-    """Read ``path`` strictly as UTF-8 and return its lines without the newline.
-
-    Nothing but the newline is stripped. An empty or whitespace-only line raises
-    :class:`SyntaxInputError` naming the file and line (one sentence per line means no
-    sentence may be empty), unless ``allow_empty`` is true (e.g. an alignment file, where
-    an empty line is a sentence without links).
+    """Lines of ``path``, only the newline stripped; a blank line is a :class:`SyntaxInputError`
+    naming file and line unless ``allow_empty`` (alignments: a sentence without links).
     """
     lines = []
     for number, text in iter_decoded_lines(path):

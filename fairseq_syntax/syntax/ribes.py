@@ -1,26 +1,12 @@
-"""RIBES (Isozaki et al. 2010, "Automatic Evaluation of Translation Quality for Distant
-Language Pairs"), the word-order metric that Eriguchi et al. (2016) report with BLEU.
-
-For a hypothesis ``h`` and a reference ``r`` (token lists)::
+"""RIBES (Isozaki et al. 2010), the word-order metric Eriguchi et al. (2016) report with BLEU::
 
     RIBES = NKT · P^α · BP^β,   α = 0.25, β = 0.10
 
-* word alignment: hypothesis word ``h[i]`` is aligned to a reference position when the
-  word occurs in the reference; when it occurs exactly once in both it is aligned to that
-  occurrence; otherwise the shortest context that occurs exactly once in both sentences
-  decides: for widths ``w = 1, 2, ...`` first the left context ``h[i-w .. i]``, then the
-  right context ``h[i .. i+w]`` (the word's position inside the matched reference
-  n-gram); a word that no such context disambiguates stays unaligned;
-* ``NKT = (τ + 1) / 2``, Kendall's τ of the aligned reference positions taken in
-  hypothesis order, i.e. the fraction of pairs that are in ascending order;
-* ``P``: unigram precision, aligned words / hypothesis length;
-* ``BP = min(1, exp(1 - |r| / |h|))``, the brevity penalty.
-
-Fewer than two aligned words give 0 (unless the reference has one word and it is
-aligned: NKT 1); an empty hypothesis scores 0. The corpus score is the mean of the
-sentence scores; with several references, each sentence takes its best. This follows
-the conventions of the authors' scorer (RIBES.py 1.03), reimplemented on token lists; it
-does not lowercase (do that before, if wanted). Torch-free.
+NKT = ``(τ + 1) / 2`` of the aligned reference positions in hypothesis order; ``P`` unigram
+precision; ``BP = min(1, exp(1 - |r| / |h|))``.  A word is aligned when unique in both sentences,
+else by the shortest left-then-right context unique in both.  Fewer than two aligned words give 0
+(one-word reference aligned: NKT 1).  Corpus score: mean over sentences, best reference each.
+Follows the authors' RIBES.py 1.03 on token lists; no lowercasing.
 """
 import math
 from typing import List, NamedTuple, Optional, Sequence
@@ -101,8 +87,7 @@ def sentence_ribes(reference: Sequence[str], hypothesis: Sequence[str],
 
 def corpus_ribes(references: Sequence[Sequence[Sequence[str]]], hypotheses: Sequence[Sequence[str]],
                  alpha: float = ALPHA, beta: float = BETA) -> float:
-    """Mean sentence RIBES. ``references[k][i]`` is the ``k``-th reference of sentence ``i``
-    (one list per reference set, like sacrebleu); a sentence takes its best reference."""
+    """Mean sentence RIBES; ``references[k][i]`` is the ``k``-th reference of sentence ``i`` (as sacrebleu)."""
     if not hypotheses:
         raise ValueError("RIBES: no hypotheses")
     for k, refs in enumerate(references):

@@ -1,21 +1,11 @@
-"""Symmetrising two directional word alignments: grow-diag-final-and.
+"""Symmetrising two directional word alignments: grow-diag-final-and (Koehn et al. 2003; Moses'
+``train-model.perl``).
 
-Koehn et al. (2003), "Statistical Phrase-Based Translation", and the Moses
-documentation's pseudocode (``train-model.perl``'s ``grow-diag-final-and``):
-
-1. start from the *intersection* of the two directional alignments;
-2. **grow-diag**: repeatedly, for every aligned point ``(i, j)`` (visited in row-major
-   order: source ``i`` ascending, then target ``j`` ascending, over the alignment as it
-   grows), add each of its 8 neighbours (horizontal, vertical, diagonal) that is in the
-   *union* and whose source word or whose target word is not yet aligned; until a whole
-   pass adds nothing;
-3. **final-and**: for each direction in turn (source-to-target first, then
-   target-to-source), add each of its points (row-major order) whose source word *and*
-   target word are both still unaligned.
-
-Links are ``(i, j)`` pairs, ``i`` the 0-based source word, ``j`` the 0-based target
-word, in both directional inputs (the reverse direction already written source-first,
-as eflomal and fast_align write it). Pure Python, no torch.
+Start from the intersection; grow-diag: for every aligned point in row-major order, add each of
+its 8 neighbours that is in the union and whose source or target word is unaligned, until a pass
+adds nothing; final-and: for each direction (source-to-target first), add its points (row-major)
+whose source and target words are both unaligned.  Links are 0-based ``(source, target)`` in both
+inputs (as eflomal and fast_align write the reverse direction).
 """
 from typing import Iterable, List, Set, Tuple
 
@@ -39,12 +29,7 @@ def _check(links: Iterable[Link], n_src: int, n_tgt: int, what: str) -> Set[Link
 def grow_diag_final_and(
     forward: Iterable[Link], reverse: Iterable[Link], n_src: int, n_tgt: int
 ) -> List[Link]:
-    """Symmetrise a source-to-target and a target-to-source alignment of one sentence pair.
-
-    ``forward`` and ``reverse`` hold ``(source, target)`` links; ``n_src``/``n_tgt`` are
-    the sentence lengths (a link outside them raises ``ValueError``). Returns the sorted
-    symmetrised links. See the module docstring for the exact procedure.
-    """
+    """Symmetrised sorted links of one pair; a link outside ``n_src``/``n_tgt`` raises ``ValueError``."""
     fwd = _check(forward, n_src, n_tgt, "forward")
     rev = _check(reverse, n_src, n_tgt, "reverse")
     if fwd == rev:  # intersection == union: nothing to grow, every point already aligned

@@ -591,8 +591,9 @@ def test_early_projection_equals_projection_after_parsing(tmp_path):
     known) are the ones projected afterwards; a tree that does not fit stops it, and
     project_trees does the rest."""
     from fairseq_syntax.syntax.conllu_io import ParsedSentence
-    from fairseq_syntax_preprocess.pipeline import (EarlyProjection, EncodedSplit, SplitData,
-                                                    SplitFiles, project_trees, write_counts)
+    from fairseq_syntax_preprocess.project import EarlyProjection, project_trees
+    from fairseq_syntax_preprocess.read import SplitData, SplitFiles
+    from fairseq_syntax_preprocess.subwords import EncodedSplit, write_counts
 
     rng = random.Random(3)
     pairs = [make_pair(rng) for _ in range(700)]

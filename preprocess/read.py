@@ -1,0 +1,214 @@
+"""Stage 1 of preprocessing: the split files named on the command line, read and
+cross-checked (UTF-8, no empty lines, equal line counts, parse words == text tokens,
+trees valid, alignment indices in range), and with ``--parser`` the source parsed with
+spaCy (:mod:`fairseq_syntax.syntax.spacy_parser`; the parses are cached as CoNLL-U,
+:mod:`.spacy_parse`); with ``--ptb-suffix`` the bracketed constituency parses read,
+their leaves checked against the text and binarised at word level
+(:mod:`fairseq_syntax.syntax.constituency`)."""
+import os
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from fairseq_syntax.syntax import constituency
+from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees
+from fairseq_syntax.syntax.errors import SyntaxInputError
+from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line
+from fairseq_syntax.syntax.text_io import read_text_lines
+
+
+@dataclass
+class SplitFiles:
+    """Where one split's inputs are."""
+
+    name: str  # fairseq's output prefix: train, valid, valid1, test, ...
+    prefix: str
+    source: str
+    target: str
+    parse: str
+    align: Optional[str]
+    ptb: Optional[str] = None  # --ptb-suffix: bracketed constituency parses of the source
+
+
+@dataclass
+class SplitData:
+    """One split's validated inputs (word level)."""
+
+    files: SplitFiles
+    source: List[List[str]]
+    target: List[List[str]]
+    trees: Optional[List[ParsedSentence]]  # None until parsed (--parser)
+    alignments: Optional[List[List[Tuple[int, int]]]]
+    parse_reused: Optional[bool] = None  # --parser: whether the CoNLL-U cache was reused
+    #: --ptb-suffix: the binarised constituency tree of each sentence, over its words
+    word_trees: Optional[List[np.ndarray]] = None
+
+
+def split_files(args) -> List[SplitFiles]:
+    """The splits named on the command line (fairseq's naming: valid, valid1, ...)."""
+    src, tgt = args.source_lang, args.target_lang
+    named: List[Tuple[str, str]] = [("train", args.trainpref)]
+    for option, base in ((args.validpref, "valid"), (args.testpref, "test")):
+        if option:
+            for k, prefix in enumerate(option.split(",")):
+                named.append((base if k == 0 else f"{base}{k}", prefix))
+    out = []
+    for name, prefix in named:
+        align = f"{prefix}.{args.align_suffix}" if args.align_suffix else None
+        parse = f"{prefix}.{src}.{args.parse_suffix}"
+        if getattr(args, "parser", None):
+            from .spacy_parse import cache_path
+
+            parse = cache_path(prefix, src, args.parse_suffix, args.parse_cache)
+        ptb_suffix = getattr(args, "ptb_suffix", None)
+        out.append(
+            SplitFiles(
+                name=name,
+                prefix=prefix,
+                source=f"{prefix}.{src}",
+                target=f"{prefix}.{tgt}",
+                parse=parse,
+                align=align,
+                ptb=f"{prefix}.{src}.{ptb_suffix}" if ptb_suffix else None,
+            )
+        )
+    return out
+
+
+def _check_count(path_a: str, n_a: int, what_a: str, path_b: str, n_b: int, what_b: str,
+                 line_of_b=None) -> None:
+    """Raise if two files of a split disagree in length, naming the first unmatched line."""
+    if n_a == n_b:
+        return
+    counts = f"{path_a} has {n_a} {what_a} but {path_b} has {n_b} {what_b}"
+    if n_a > n_b:
+        raise SyntaxInputError(
+            f"{counts}: line {n_b + 1} of {path_a} has no counterpart in {path_b}",
+            path_a,
+            n_b + 1,
+        )
+    if line_of_b is None:
+        line, which = n_a + 1, f"line {n_a + 1}"
+    else:
+        line = line_of_b(n_a)
+        which = f"{what_b[:-1]} {n_a + 1} (line {line})"
+    raise SyntaxInputError(
+        f"{counts}: {which} of {path_b} has no counterpart in {path_a}", path_b, line
+    )
+
+
+def _check_words(files: SplitFiles, k: int, tokens: List[str], tree: ParsedSentence) -> None:
+    """Raise if the parse's words differ from the text line's tokens."""
+    if tree.words == tokens:
+        return
+    position = next(
+        (i for i, (a, b) in enumerate(zip(tree.words, tokens)) if a != b),
+        min(len(tree.words), len(tokens)),
+    )
+    in_parse = repr(tree.words[position]) if position < len(tree.words) else "(nothing)"
+    in_text = repr(tokens[position]) if position < len(tokens) else "(nothing)"
+    raise SyntaxInputError(
+        f"sentence {k + 1} does not match {files.source}:{k + 1}: word {position + 1} is "
+        f"{in_parse} in the parse but {in_text} in the text (the parse has "
+        f"{len(tree.words)} words, the text {len(tokens)} tokens; the parse's words must "
+        "equal the line's whitespace-separated tokens, multi-word token ranges are skipped)",
+        files.parse,
+        tree.line,
+    )
+
+
+def load_split(files: SplitFiles, align_required: bool, read_parse: bool = True) -> SplitData:
+    """Read and cross-check one split's text, parse and alignment files (without
+    ``read_parse`` the parse is left to :func:`parse_split`)."""
+    needed = [(files.source, "source text"), (files.target, "target text")]
+    if read_parse:
+        needed.append((files.parse, "source parse"))
+    if files.ptb is not None:
+        needed.append((files.ptb, "bracketed source parse (--ptb-suffix)"))
+    for path, what in needed:
+        if not os.path.isfile(path):
+            raise SyntaxInputError(f"{what} file not found (split {files.name})", path)
+    align_path = files.align
+    if align_path is not None and not os.path.isfile(align_path):
+        if align_required:
+            raise SyntaxInputError(
+                f"alignment file not found (--align-suffix is given, so the train split "
+                f"needs one)",
+                align_path,
+            )
+        align_path = None
+
+    source = [line.split() for line in read_text_lines(files.source)]
+    target = [line.split() for line in read_text_lines(files.target)]
+    _check_count(files.source, len(source), "lines", files.target, len(target), "lines")
+    trees = None
+    if read_parse:
+        trees = read_conllu_trees(files.parse)
+        _check_count(
+            files.source, len(source), "lines", files.parse, len(trees), "sentences",
+            line_of_b=lambda k: trees[k].line,
+        )
+        for k, (tokens, tree) in enumerate(zip(source, trees)):
+            _check_words(files, k, tokens, tree)
+    if not source:
+        raise SyntaxInputError(f"no sentences (split {files.name})", files.source)
+    word_trees = None
+    if files.ptb is not None:
+        word_trees = constituency.word_trees_of_file(files.ptb, source, files.source)
+
+    alignments = None
+    if align_path is not None:
+        align_lines = read_text_lines(align_path, allow_empty=True)
+        _check_count(files.source, len(source), "lines", align_path, len(align_lines), "lines")
+        alignments = []
+        for k, line in enumerate(align_lines):
+            try:
+                alignments.append(parse_pharaoh_line(line, len(source[k]), len(target[k])))
+            except ValueError as err:
+                raise SyntaxInputError(str(err), align_path, k + 1) from None
+    files = SplitFiles(files.name, files.prefix, files.source, files.target, files.parse,
+                       align_path, files.ptb)
+    return SplitData(files, source, target, trees, alignments, word_trees=word_trees)
+
+
+def cached_parse(data: SplitData, parser) -> bool:
+    """--parser: take the split's parses from its CoNLL-U cache when it matches; returns
+    whether it did (the pipeline is not loaded for that)."""
+    from .spacy_parse import load_cached
+
+    trees = load_cached(parser, data.files.source, data.source, data.files.parse,
+                        desc=f"parse {data.files.name}")
+    if trees is None:
+        return False
+    _attach_parses(data, trees, reused=True)
+    return True
+
+
+def parse_split(data: SplitData, parser, workers: int, batch_size: int, pool=None,
+                on_tree=None) -> None:
+    """Parse one split's source with spaCy and write its CoNLL-U cache: ``data.trees``."""
+    from .spacy_parse import parse_and_cache
+
+    try:
+        trees = parse_and_cache(parser, data.files.source, data.source, data.files.parse,
+                                workers=workers, batch_size=batch_size,
+                                desc=f"parse {data.files.name}", pool=pool, on_tree=on_tree)
+    except ValueError as err:
+        if isinstance(err, SyntaxInputError):
+            raise
+        raise SyntaxInputError(f"parsing failed: {err}", data.files.source) from None
+    _attach_parses(data, trees, reused=False)
+
+
+def _attach_parses(data: SplitData, trees, reused: bool) -> None:
+    for k, tree in enumerate(trees):
+        _check_words(data.files, k, data.source[k], tree)
+    data.trees = trees
+    data.parse_reused = reused
+
+
+def eflomal_splits(splits: Sequence[SplitData]) -> List[SplitData]:
+    """The splits ``--align eflomal`` aligns: train and every valid split (one eflomal run
+    over their concatenation); test splits are not aligned."""
+    return [d for d in splits if not d.files.name.startswith("test")]

@@ -1,0 +1,227 @@
+"""Stage 4 of preprocessing: the ``heads``/``words``/``tree`` side-files and
+``syntax_manifest.json``; the checks on ``--destdir``, and the move of the staging
+folder into place (with ``--force``, replacing the old folder only at this last step)."""
+import os
+import shutil
+import tempfile
+from collections import Counter
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_syntax.data.side_files import FORMAT_VERSION
+from fairseq_syntax.syntax import constituency
+from fairseq_syntax.syntax.errors import SyntaxInputError
+
+from .eflomal_align import SYMMETRISATION, eflomal_version
+from .read import SplitData, eflomal_splits
+from .subwords import EncodedSplit
+
+SPM_MODEL_NAME = "spm.model"
+
+PROJECTION_RULE = (
+    "Source words are encoded one by one with sentencepiece. Heads: the first piece of a "
+    "word stands for the word, its head is the first piece of the word's head (-1 for the "
+    "root word); the word's other pieces attach to its first piece; the final position, "
+    "fairseq's eos, attaches to the root word's first piece. Each heads row has "
+    "n_subwords + 1 entries."
+)
+WORDS_RULE = (
+    "Words: per sentence, the 0-based index of the source word each subword token belongs "
+    "to, then -1 for eos (not a word); n_subwords + 1 entries. The collater takes the "
+    "distance between any pieces of words a and b as the word tree distance d(a, b) (0 "
+    "within a word) and eos as farther than any window (EOS_DISTANCE)."
+)
+HEAD_OUTWARD_RULE = (
+    "Head-outward binarisation of the word-level dependency tree: the phrase of a head "
+    "starts as its own leaf, absorbs its right dependents' phrases closest first as "
+    "(phrase, dependent), then its left dependents' phrases closest first as (dependent, "
+    "phrase)."
+)
+HANGING_RULE = (
+    "Then each word's subword pieces hang below it as a right-branching subtree "
+    "(p0, (p1, (... (p_{c-2}, p_{c-1})))), so every phrase covers whole words "
+    "(fairseq_syntax.syntax.dependency.hang_pieces_below_words). Leaves are the n subword "
+    "pieces 0..n-1 (eos excluded); internal node k is n+k: first the pieces' nodes, word "
+    "by word, then the word tree's nodes; each row is (left, right), children before "
+    "parents, root last; each tree row is the flattened [n-1, 2] array."
+)
+BINARISATION_RULE = HEAD_OUTWARD_RULE + " " + HANGING_RULE
+CONSTITUENCY_RULE = constituency.BINARISATION_RULE + " " + HANGING_RULE
+ALIGNMENT_RULE = (
+    "Pharaoh i-j (0-based, source-target) word links projected onto subwords: every piece "
+    "of source word i is linked to every piece of target word j; sorted, deduplicated; "
+    "binarised as fairseq's --align-suffix does (train.align.{src}-{tgt}.bin/.idx)."
+)
+
+
+def write_side_files(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str) -> None:
+    """Write the heads, words and tree side-files of every split."""
+    from fairseq_syntax.data.side_files import HEADS, TREE, WORDS, side_file_prefix, write_side_file
+
+    for split in encoded:
+        write_side_file(side_file_prefix(staging, split.name, src, tgt, HEADS), split.heads)
+        write_side_file(side_file_prefix(staging, split.name, src, tgt, WORDS), split.words)
+        write_side_file(side_file_prefix(staging, split.name, src, tgt, TREE), split.trees)
+
+
+def length_counts(split: EncodedSplit) -> Dict[str, Dict[str, int]]:
+    """Counts of (source length, target length) in subword tokens without eos."""
+    pairs = Counter(zip(split.source_lengths, split.target_lengths))
+    nested: Dict[str, Dict[str, int]] = {}
+    for (s, t), count in sorted(pairs.items()):
+        nested.setdefault(str(s), {})[str(t)] = count
+    return nested
+
+
+def parse_record(args, splits: Sequence[SplitData], parser=None) -> dict:
+    """The manifest's ``parse`` entry: CoNLL-U files given, or the spaCy parser used
+    (``fairseq-interactive`` parses raw input with the same one)."""
+    record = {
+        "kind": "spacy" if parser is not None else "conllu",
+        "files": [os.path.abspath(s.files.parse) for s in splits],
+    }
+    if parser is not None:
+        from dataclasses import asdict
+
+        record["parser"] = asdict(parser.info)
+        record["cache_reused"] = {s.files.name: bool(s.parse_reused) for s in splits}
+        record["one_tree_per_line"] = (
+            "Doc(words=line.split(), sent_starts=[True] + [False] * (n - 1)); only the "
+            "parser and the components it listens to run"
+        )
+    return record
+
+
+def alignment_record(args, splits: Sequence[SplitData]) -> Optional[dict]:
+    """The manifest's ``alignments`` entry (None without alignments)."""
+    if getattr(args, "align", None) == "eflomal":
+        return {
+            "kind": "eflomal",
+            "eflomal_version": eflomal_version(),
+            "symmetrisation": SYMMETRISATION,
+            "samplers": getattr(args, "eflomal_samplers", 1),
+            "rel_iterations": getattr(args, "eflomal_iterations", 0.5),
+            "splits": [d.files.name for d in eflomal_splits(splits)],
+            "note": "one eflomal run over the concatenated train and valid splits "
+                    "(whitespace tokens; eflomal lowercases), both directions, no seed",
+        }
+    if args.align_suffix:
+        return {"kind": "pharaoh", "suffix": args.align_suffix}
+    return None
+
+
+def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[EncodedSplit],
+                   sp, spm_source: str, trained: bool, parser=None) -> dict:
+    """The manifest recording how the side-files were made."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "command": ({"argv": list(args.command), "cwd": os.getcwd()}
+                    if getattr(args, "command", None) else None),
+        "source_lang": args.source_lang,
+        "target_lang": args.target_lang,
+        "parse": parse_record(args, splits, parser),
+        "source_tokenization": getattr(args, "source_tokenization", None) or "whitespace",
+        "alignments": alignment_record(args, splits),
+        "spm_model": SPM_MODEL_NAME,
+        "spm_vocab_size": int(sp.get_piece_size()),
+        "spm": {
+            "trained": trained,
+            "from": spm_source,
+            "model_type": args.spm_model_type if trained else None,
+            "requested_vocab_size": args.vocab_size if trained else None,
+        },
+        "projection": PROJECTION_RULE,
+        "words": WORDS_RULE,
+        "binarisation": CONSTITUENCY_RULE if getattr(args, "ptb_suffix", None)
+        else BINARISATION_RULE,
+        "tree_source": "constituency" if getattr(args, "ptb_suffix", None) else "dependency",
+        "constituency": ({"kind": "ptb", "suffix": args.ptb_suffix,
+                          "files": [os.path.abspath(s.files.ptb) for s in splits]}
+                         if getattr(args, "ptb_suffix", None) else None),
+        "alignment_projection": ALIGNMENT_RULE if any(e.aligned for e in encoded) else None,
+        "side_files": {
+            "heads": "{split}.{src}-{tgt}.{src}.heads",
+            "words": "{split}.{src}-{tgt}.{src}.words",
+            "tree": "{split}.{src}-{tgt}.{src}.tree",
+        },
+        "splits": {
+            e.name: {
+                "sentences": len(e.source_lengths),
+                "source_words": e.source_words,
+                "source_tokens": int(sum(e.source_lengths)),
+                "target_tokens": int(sum(e.target_lengths)),
+                "aligned": e.aligned,
+                "source_file": os.path.abspath(s.files.source),
+                "target_file": os.path.abspath(s.files.target),
+                "alignment_file": os.path.abspath(s.files.align) if s.files.align else None,
+            }
+            for s, e in zip(splits, encoded)
+        },
+        "length_counts": length_counts(encoded[0]),
+    }
+
+
+# --------------------------------------------------------------------------- destdir
+
+
+def _is_nonempty_dir(path: str) -> bool:
+    return os.path.isdir(path) and bool(os.listdir(path))
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (symbolic links resolved)."""
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return os.path.commonpath([path, folder]) == folder
+
+
+def check_destdir(destdir: str, force: bool, inputs: Sequence[str] = ()) -> None:
+    """Refuse a destdir that is a file, the current folder or one above it (it cannot be
+    replaced while in use), a folder holding any of ``inputs`` (replacing it would delete
+    them), or a non-empty folder without ``--force``."""
+    if os.path.lexists(destdir) and not os.path.isdir(destdir):
+        raise SyntaxInputError("--destdir exists and is not a folder", destdir)
+    if not os.path.isdir(destdir):
+        return
+    if _inside(os.getcwd(), destdir):
+        raise SyntaxInputError(
+            "--destdir is the current folder (or holds it), which cannot be replaced while in "
+            "use: give a new folder, e.g. --destdir data-bin", destdir)
+    for path in inputs:
+        if _inside(path, destdir):
+            raise SyntaxInputError(
+                f"--destdir holds the input {path}, which replacing the folder would delete: "
+                "write the data-bin to another folder", destdir)
+    if _is_nonempty_dir(destdir) and not force:
+        raise SyntaxInputError(
+            "--destdir exists and is not empty; use --force to replace it", destdir
+        )
+
+
+def install(staging: str, destdir: str) -> None:
+    """Move ``staging`` to ``destdir``; an existing ``destdir`` is replaced only now."""
+    if not os.path.lexists(destdir):
+        os.rename(staging, destdir)
+        return
+    parent = os.path.dirname(os.path.abspath(destdir))
+    trash = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.old-", dir=parent)
+    old = os.path.join(trash, "old")
+    try:
+        os.rename(destdir, old)
+        try:
+            os.rename(staging, destdir)
+        except BaseException:
+            os.rename(old, destdir)
+            raise
+    finally:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+def _make_parents(folder: str) -> List[str]:
+    """Create ``folder`` and its missing ancestors; return the created ones, outermost first."""
+    missing = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    missing.reverse()
+    for path in missing:
+        os.mkdir(path)
+    return missing

@@ -12,6 +12,7 @@ whitespace tokens of the text, the same words the parse and the subword projecti
 """
 import logging
 import os
+import signal
 import tempfile
 import threading
 from typing import List, Optional, Sequence, Tuple
@@ -122,8 +123,10 @@ def align_eflomal(
 
 
 class BackgroundAlignment:
-    """Run :func:`align_eflomal` in a thread (eflomal's sampler is a separate process,
-    so the work overlaps with parsing); :meth:`result` joins and re-raises errors."""
+    """Run :func:`align_eflomal` in a thread: eflomal's sampler is an external program,
+    so its work overlaps with whatever the caller does (this is not a second mechanism of
+    parallelism in the pipeline, just a program waited for). :meth:`result` joins and
+    re-raises errors; :meth:`abort` ends the sampler, which would outlive this process."""
 
     def __init__(self, source, target, workdir=None, **kwargs):
         self._result = None
@@ -145,3 +148,21 @@ class BackgroundAlignment:
         if self._error is not None:
             raise self._error
         return self._result
+
+    def abort(self, timeout: float = 10.0) -> None:
+        """End the sampler the thread started (Linux: the thread's child processes, from
+        /proc), then wait for the thread; nothing when it has finished."""
+        if not self._thread.is_alive():
+            return
+        path = f"/proc/{os.getpid()}/task/{self._thread.native_id}/children"
+        try:
+            with open(path) as f:
+                children = [int(pid) for pid in f.read().split()]
+        except OSError:  # no /proc: the sampler finishes on its own
+            children = []
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:  # gone already
+                pass
+        self._thread.join(timeout)

@@ -23,8 +23,8 @@ class StopOnSignals:
     once; later ones are ignored, so the cleanup that follows runs to its end. Inside
     :meth:`held` a signal waits until the block is left (for steps that must not be cut
     in two: creating a folder and recording its name, the final move into place); after
-    :attr:`done` is set it is dropped. Processes forked meanwhile (the parser's workers,
-    the background stage) get the default action back when a signal reaches them."""
+    :attr:`done` is set it is dropped. Processes forked meanwhile (the parser's workers)
+    get the default action back when a signal reaches them."""
 
     def __init__(self):
         self.done = False

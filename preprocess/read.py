@@ -6,8 +6,9 @@ spaCy (:mod:`fairseq_syntax.syntax.spacy_parser`; the parses are cached as CoNLL
 their leaves checked against the text and binarised at word level
 (:mod:`fairseq_syntax.syntax.constituency`)."""
 import os
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+import time
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -185,15 +186,77 @@ def cached_parse(data: SplitData, parser) -> bool:
     return True
 
 
-def parse_split(data: SplitData, parser, workers: int, batch_size: int, pool=None,
-                on_tree=None) -> None:
-    """Parse one split's source with spaCy and write its CoNLL-U cache: ``data.trees``."""
+@dataclass
+class Parsing:
+    """--parser: the splits to parse, handed to the parser's worker processes at once
+    (:meth:`start`), their trees read later (:meth:`collect`) while the main process
+    does the subword stage in between; no workers (``--workers 1``): parsed in
+    :meth:`collect`. The parser pool is the run's one mechanism for parallelism."""
+
+    parser: object = None  # SpacyParser, or None without --parser
+    splits: List[SplitData] = field(default_factory=list)  # those not in the cache
+    workers: int = 1
+    batch_size: int = 256
+    pool: object = None  # ParserPool while started
+    streams: list = field(default_factory=list)
+
+    @classmethod
+    def of(cls, args, splits: Sequence[SplitData]) -> "Parsing":
+        """Take what the cache holds; load the pipeline when anything is left to parse
+        (before any process is forked, so the workers inherit it)."""
+        if not getattr(args, "parser", None):
+            return cls()
+        from fairseq_syntax.syntax.spacy_parser import SpacyParser
+
+        parser = SpacyParser(args.parser)
+        to_parse = [d for d in splits if not cached_parse(d, parser)]
+        if to_parse:
+            parser.nlp  # loaded now, so that the forked workers inherit it
+        return cls(parser, to_parse, args.workers, args.parse_batch_size)
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether worker processes parse while the main process works on."""
+        return bool(self.splits) and self.workers > 1
+
+    def __enter__(self) -> "Parsing":
+        if self.splits:
+            from fairseq_syntax.syntax.spacy_parser import ParserPool
+
+            self.pool = ParserPool(self.parser.nlp, self.workers)
+        return self
+
+    def start(self) -> None:
+        self.streams = [(d, self.pool.imap(d.source, self.batch_size), time.time())
+                        for d in self.splits]
+
+    def collect(self, on_tree: Callable[[SplitData], Optional[Callable]] = lambda d: None
+                ) -> None:
+        """Read each split's trees (``on_tree(split)``: what is called as they arrive,
+        see :func:`parse_split`), write its CoNLL-U cache, close the pool."""
+        for data, stream, started in self.streams:
+            parse_split(data, self.parser, self.workers, self.batch_size, stream, started,
+                        on_tree(data))
+        if self.pool is not None:
+            self.pool.close()
+
+    def __exit__(self, *exc) -> bool:
+        if self.pool is not None:
+            self.pool.__exit__(*exc)
+        return False
+
+
+def parse_split(data: SplitData, parser, workers: int, batch_size: int, stream=None,
+                started: Optional[float] = None, on_tree=None) -> None:
+    """Parse one split's source with spaCy (or read the trees of ``stream``, what
+    :meth:`ParserPool.imap` returned) and write its CoNLL-U cache: ``data.trees``."""
     from .spacy_parse import parse_and_cache
 
     try:
         trees = parse_and_cache(parser, data.files.source, data.source, data.files.parse,
                                 workers=workers, batch_size=batch_size,
-                                desc=f"parse {data.files.name}", pool=pool, on_tree=on_tree)
+                                desc=f"parse {data.files.name}", on_tree=on_tree,
+                                stream=stream, started=started)
     except ValueError as err:
         if isinstance(err, SyntaxInputError):
             raise

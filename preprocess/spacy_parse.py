@@ -151,12 +151,14 @@ def load_cached(parser: SpacyParser, text_path: str, sentences: Sequence[Sequenc
 
 def parse_and_cache(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
                     cache: str, workers: int = 1, batch_size: int = 256, desc: str = "parse",
-                    pool: Optional[ParserPool] = None, on_tree=None) -> List[ParsedSentence]:
+                    pool: Optional[ParserPool] = None, on_tree=None, stream=None,
+                    started: Optional[float] = None) -> List[ParsedSentence]:
     """Parse ``sentences`` and write them to ``cache`` (with the header line);
-    ``on_tree``: see :func:`parse_words`."""
-    start = time.time()
+    ``on_tree``, ``stream``: see :func:`parse_words`; ``started``: when the workers
+    started on ``stream`` (for the log)."""
+    start = time.time() if started is None else started
     trees = parser.parse(sentences, workers=workers, batch_size=batch_size, desc=desc, pool=pool,
-                         on_tree=on_tree)
+                         on_tree=on_tree, stream=stream)
     info = parser.info
     logger.info("%s: parsed %d sentences with %s %s in %.1f s (%d workers)", desc, len(trees),
                 info.package, info.version, time.time() - start, workers)

@@ -7,7 +7,6 @@ the word alignments onto subwords and binarise them as fairseq's alignment binar
 does."""
 import logging
 import os
-import pickle
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
@@ -126,13 +125,6 @@ def encode_subwords(data: SplitData, sp, target_words: bool) -> EncodedSplit:
     return out
 
 
-def write_counts(path: str, encoded: Sequence[EncodedSplit]) -> None:
-    """The pieces per source word of every split, for :class:`EarlyProjection`."""
-    with open(path + ".tmp", "wb") as f:
-        pickle.dump({e.name: e.source_counts for e in encoded}, f, pickle.HIGHEST_PROTOCOL)
-    os.replace(path + ".tmp", path)
-
-
 def project_alignments(data: SplitData, out: EncodedSplit) -> None:
     """Project the split's word alignments (if any) onto its subwords."""
     if data.alignments is None:
@@ -180,59 +172,63 @@ class SubwordOutput:
 
 
 def subword_stage(args, splits: Sequence[SplitData], work: str, staging: str,
-                  threads: Optional[int] = None, counts_path: Optional[str] = None
-                  ) -> SubwordOutput:
-    """Everything that needs no parse: sentencepiece, fairseq's dictionaries and token
-    binaries, and the alignments (eflomal is started first, in a thread, and its links
-    are projected and binarised last). Leaves ``heads``/``trees`` to the driver.
-    ``threads``: sentencepiece training threads (default ``--workers``);
-    ``counts_path``: where to write the pieces per source word as soon as they are known
-    (:func:`write_counts`)."""
+                  threads: Optional[int] = None) -> SubwordOutput:
+    """Everything that needs no parse, in the main process (while the parser's workers
+    parse): sentencepiece, fairseq's dictionaries and token binaries, and the alignments
+    (eflomal is started first and its links are projected and binarised last). Leaves
+    ``heads``/``trees`` to :mod:`.project`. ``threads``: sentencepiece training threads
+    (default ``--workers``)."""
     import sentencepiece as spm
 
-    aligner = None
-    eflomal = getattr(args, "align", None) == "eflomal"
-    if eflomal:
-        to_align = eflomal_splits(splits)
-        logger.info("aligning %s with eflomal (both directions, %s)",
-                    " + ".join(d.files.name for d in to_align), SYMMETRISATION)
-        aligner = BackgroundAlignment(
-            [w for d in to_align for w in d.source], [w for d in to_align for w in d.target],
-            workdir=work, n_samplers=getattr(args, "eflomal_samplers", 1),
-            rel_iterations=getattr(args, "eflomal_iterations", 0.5),
-        )
-    if args.spm_model is not None:
-        model_path, trained = args.spm_model, False
-    else:
-        logger.info("training a %s sentencepiece model (vocab size %d) on %s + %s",
-                    args.spm_model_type, args.vocab_size, splits[0].files.source,
-                    splits[0].files.target)
-        model_path = train_sentencepiece(
-            splits, os.path.join(work, "spm"), args.vocab_size, args.spm_model_type,
-            args.character_coverage, args.workers if threads is None else threads,
-        )
-        trained = True
+    aligner = start_eflomal(args, splits, work)
     try:
-        sp = spm.SentencePieceProcessor(model_file=model_path)
-    except (RuntimeError, OSError) as err:
-        raise SyntaxInputError(f"not a sentencepiece model: {err}", model_path) from None
-    aligned_names = {d.files.name for d in eflomal_splits(splits)} if eflomal else set()
-    encoded = [encode_subwords(d, sp, d.alignments is not None or d.files.name in aligned_names)
-               for d in splits]
-    if counts_path is not None:
-        write_counts(counts_path, encoded)
-
-    src, tgt = args.source_lang, args.target_lang
-    write_token_binaries(staging, encoded, src, tgt, args.joined_dictionary)
-    if aligner is not None:
-        links = aligner.result()[0]
-        start = 0
-        for data in eflomal_splits(splits):
-            data.alignments = links[start:start + len(data.source)]
-            start += len(data.source)
+        if args.spm_model is not None:
+            model_path, trained = args.spm_model, False
+        else:
+            logger.info("training a %s sentencepiece model (vocab size %d) on %s + %s",
+                        args.spm_model_type, args.vocab_size, splits[0].files.source,
+                        splits[0].files.target)
+            model_path = train_sentencepiece(
+                splits, os.path.join(work, "spm"), args.vocab_size, args.spm_model_type,
+                args.character_coverage, args.workers if threads is None else threads,
+            )
+            trained = True
+        try:
+            sp = spm.SentencePieceProcessor(model_file=model_path)
+        except (RuntimeError, OSError) as err:
+            raise SyntaxInputError(f"not a sentencepiece model: {err}", model_path) from None
+        aligned = {d.files.name for d in eflomal_splits(splits)} if aligner else set()
+        encoded = [encode_subwords(d, sp, d.alignments is not None or d.files.name in aligned)
+                   for d in splits]
+        src, tgt = args.source_lang, args.target_lang
+        write_token_binaries(staging, encoded, src, tgt, args.joined_dictionary)
+        if aligner is not None:
+            links = aligner.result()[0]
+            start = 0
+            for data in eflomal_splits(splits):
+                data.alignments = links[start:start + len(data.source)]
+                start += len(data.source)
+    finally:
+        if aligner is not None:  # on failure or a signal: stop eflomal's sampler too
+            aligner.abort()
     for data, enc in zip(splits, encoded):
         project_alignments(data, enc)
     write_alignments(staging, encoded, src, tgt)
     for enc in encoded:  # the text is in fairseq's binaries now
         enc.source_pieces, enc.target_pieces, enc.align_links = [], [], None
     return SubwordOutput(model_path, trained, encoded)
+
+
+def start_eflomal(args, splits: Sequence[SplitData], work: str) -> Optional[BackgroundAlignment]:
+    """--align eflomal: start aligning the train and valid splits (eflomal's sampler is
+    an external program, run from a thread); None otherwise."""
+    if getattr(args, "align", None) != "eflomal":
+        return None
+    to_align = eflomal_splits(splits)
+    logger.info("aligning %s with eflomal (both directions, %s)",
+                " + ".join(d.files.name for d in to_align), SYMMETRISATION)
+    return BackgroundAlignment(
+        [w for d in to_align for w in d.source], [w for d in to_align for w in d.target],
+        workdir=work, n_samplers=getattr(args, "eflomal_samplers", 1),
+        rel_iterations=getattr(args, "eflomal_iterations", 0.5),
+    )

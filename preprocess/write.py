@@ -1,6 +1,7 @@
 """Stage 4 of preprocessing: the ``heads``/``words``/``tree`` side-files and
 ``syntax_manifest.json``; the checks on ``--destdir``, and the move of the staging
 folder into place (with ``--force``, replacing the old folder only at this last step)."""
+import json
 import os
 import shutil
 import tempfile
@@ -12,7 +13,8 @@ from fairseq_syntax.syntax import constituency
 from fairseq_syntax.syntax.errors import SyntaxInputError
 
 from .eflomal_align import SYMMETRISATION, eflomal_version
-from .read import SplitData, eflomal_splits
+from .interrupt import StopOnSignals
+from .read import SplitData, SplitFiles, eflomal_splits
 from .subwords import EncodedSplit
 
 SPM_MODEL_NAME = "spm.model"
@@ -215,6 +217,39 @@ def install(staging: str, destdir: str) -> None:
         shutil.rmtree(trash, ignore_errors=True)
 
 
+def check_inputs(args, files: Sequence[SplitFiles]) -> None:
+    """Refuse a bad ``--destdir`` (:func:`check_destdir`) or a missing ``--spm-model``
+    before anything is read."""
+    # what replacing --destdir must not delete (not --spm-model: it is read, and copied
+    # into the data-bin as spm.model, before the old folder goes; rebuild_command uses that)
+    inputs = [path for f in files for path in (f.source, f.target, f.parse, f.align, f.ptb) if path]
+    if getattr(args, "parse_cache", None):
+        inputs.append(args.parse_cache)
+    check_destdir(os.path.normpath(args.destdir), args.force, inputs)
+    if args.spm_model is not None and not os.path.isfile(args.spm_model):
+        raise SyntaxInputError("sentencepiece model (--spm-model) not found", args.spm_model)
+
+
+def write_model_and_manifest(args, staging: str, splits: Sequence[SplitData],
+                             encoded: Sequence[EncodedSplit], model_path: str, trained: bool,
+                             parser=None) -> None:
+    """Copy the sentencepiece model into ``staging`` as ``spm.model`` and write the
+    manifest beside it."""
+    import sentencepiece as spm
+
+    from fairseq_syntax.data.side_files import MANIFEST
+
+    shutil.copyfile(model_path, os.path.join(staging, SPM_MODEL_NAME))
+    sp = spm.SentencePieceProcessor(model_file=model_path)
+    spm_source = (os.path.abspath(args.spm_model) if not trained
+                  else "trained on " + " + ".join(
+                      os.path.abspath(p) for p in (splits[0].files.source, splits[0].files.target)))
+    manifest = build_manifest(args, splits, encoded, sp, spm_source, trained, parser)
+    with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
 def _make_parents(folder: str) -> List[str]:
     """Create ``folder`` and its missing ancestors; return the created ones, outermost first."""
     missing = []
@@ -225,3 +260,50 @@ def _make_parents(folder: str) -> List[str]:
     for path in missing:
         os.mkdir(path)
     return missing
+
+
+class Staging:
+    """The run's staging and work folders, siblings of ``--destdir`` (its missing parents
+    made first). On leaving they are removed, and the parents made too unless
+    :meth:`install` moved the staging folder into place. Meanwhile temporary files (those
+    eflomal makes) go into the work folder, so that they go with it."""
+
+    def __init__(self, destdir: str, stop: StopOnSignals):
+        self.destdir, self.stop = os.path.normpath(destdir), stop
+        self.staging = self.work = None
+        self.installed = False
+        self._tempdir = tempfile.tempdir
+
+    def __enter__(self) -> "Staging":
+        parent = os.path.dirname(os.path.abspath(self.destdir))
+        self.created = _make_parents(parent)
+        base = os.path.basename(os.path.abspath(self.destdir))
+        try:
+            with self.stop.held():  # a folder made is a folder named, so that cleanup finds it
+                self.staging = tempfile.mkdtemp(prefix=f".{base}.staging-", dir=parent)
+                self.work = tempfile.mkdtemp(prefix=f".{base}.work-", dir=parent)
+        except BaseException:
+            self.__exit__()
+            raise
+        tempfile.tempdir = self.work
+        return self
+
+    def install(self) -> None:
+        """Move the staging folder into place; once there, the run has succeeded and a
+        late signal is dropped."""
+        with self.stop.held():
+            install(self.staging, self.destdir)
+            self.installed = self.stop.done = True
+
+    def __exit__(self, *exc) -> bool:
+        tempfile.tempdir = self._tempdir
+        for path in (self.staging, self.work):
+            if path is not None and os.path.lexists(path):
+                shutil.rmtree(path, ignore_errors=True)
+        if not self.installed:
+            for path in reversed(self.created):
+                try:
+                    os.rmdir(path)
+                except OSError:
+                    break
+        return False

@@ -586,14 +586,14 @@ def test_token_binaries_are_fairseqs(tmp_path, joined):
             assert (ours / name).read_bytes() == (reference / name).read_bytes(), name
 
 
-def test_early_projection_equals_projection_after_parsing(tmp_path):
-    """The trees projected while parsing (as they arrive, once the pieces per word are
-    known) are the ones projected afterwards; a tree that does not fit stops it, and
-    project_trees does the rest."""
+def test_projection_as_trees_arrive_equals_projection_after_parsing():
+    """The trees projected while parsing (each as it arrives) are the ones projected
+    afterwards; a tree that does not fit stops the early part, and finish() does the
+    rest."""
     from fairseq_syntax.syntax.conllu_io import ParsedSentence
-    from fairseq_syntax_preprocess.project import EarlyProjection, project_trees
+    from fairseq_syntax_preprocess.project import TreeProjection, project_trees
     from fairseq_syntax_preprocess.read import SplitData, SplitFiles
-    from fairseq_syntax_preprocess.subwords import EncodedSplit, write_counts
+    from fairseq_syntax_preprocess.subwords import EncodedSplit
 
     rng = random.Random(3)
     pairs = [make_pair(rng) for _ in range(700)]
@@ -601,27 +601,20 @@ def test_early_projection_equals_projection_after_parsing(tmp_path):
     counts = [[rng.randint(1, 3) for _ in src] for src, *_ in pairs]
     files = SplitFiles("train", "p", "p.de", "p.en", "p.de.conllu", None)
 
-    def reference():
-        enc = EncodedSplit(name="train", source_counts=counts)
-        project_trees(SplitData(files, [], [], trees, None), enc)
-        return enc
-
-    expected = reference()
-    path = str(tmp_path / "counts.pickle")
+    expected = EncodedSplit(name="train", source_counts=counts)
+    project_trees(SplitData(files, [], [], trees, None), expected)
     for broken in (None, 600):
-        early = EarlyProjection(path, "train")
+        enc = EncodedSplit(name="train", source_counts=counts)
+        projection = TreeProjection(SplitData(files, [], [], trees, None), enc)
         arrived = []
         for k, tree in enumerate(trees):
-            if k == 300:  # the counts become known while parsing
-                write_counts(path, [EncodedSplit(name="train", source_counts=counts)])
             if k == broken:  # a tree that does not fit its counts stops early projection
                 tree = ParsedSentence(tree.words[:1], [-1], ["root"], 0)
             arrived.append(tree)
-            early(arrived)
-        assert early.counts is not None and early.stopped == (broken is not None)
-        assert len(early.heads) == (broken or len(trees))
-        enc = EncodedSplit(name="train", source_counts=counts)
-        project_trees(SplitData(files, [], [], trees, None), enc, early)
+            projection(arrived)
+        assert projection.stopped == (broken is not None)
+        assert len(enc.heads) == (broken or len(trees))
+        projection.finish()
         for got, want in ((enc.heads, expected.heads), (enc.words, expected.words),
                           (enc.trees, expected.trees)):
             assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))

@@ -318,9 +318,10 @@ def test_parser_never_overwrites_a_foreign_conllu(synthetic_raw, tiny_parser, tm
     assert not (tmp_path / "b").exists()
 
 
-def test_background_stage_error_is_reported(parsed_corpus, tiny_parser, tmp_path, capsys):
+def test_subword_stage_error_while_parsing_is_reported(parsed_corpus, tiny_parser, tmp_path,
+                                                       capsys):
     """With --parser and --workers 2 the subword stage (sentencepiece, fairseq binaries,
-    eflomal) runs in a forked process while parsing; its errors still come back as the
+    eflomal) runs in the main process while the workers parse; its errors come back as the
     usual one-line error, and nothing is written."""
     bogus = tmp_path / "bogus.model"
     bogus.write_bytes(b"not a model")

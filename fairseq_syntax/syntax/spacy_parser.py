@@ -252,13 +252,18 @@ class ParserPool:
             self.pool = mp.get_context("fork").Pool(self.workers)
 
     def imap(self, sentences: Sequence[Sequence[str]], batch_size: int):
-        """Yield ``(tree, repaired)`` for each word list, in order, chunk by chunk."""
+        """An iterator of ``(tree, repaired)`` for each word list, in order. With worker
+        processes the chunks are handed to them at once: they parse while the caller does
+        other work, and their results wait until read."""
         if self.pool is not None and len(sentences) > batch_size:
             tasks = ((list(sentences[i:i + batch_size]), batch_size)
                      for i in range(0, len(sentences), batch_size))
-            for chunk in self.pool.imap(_worker_parse, tasks):
-                yield from chunk
-        elif self.workers > 1 and self.pool is None and len(sentences) > batch_size:
+            chunks = self.pool.imap(_worker_parse, tasks)
+            return (tree for chunk in chunks for tree in chunk)
+        return self._parse_here(sentences, batch_size)
+
+    def _parse_here(self, sentences: Sequence[Sequence[str]], batch_size: int):
+        if self.workers > 1 and self.pool is None and len(sentences) > batch_size:
             docs = (one_sentence_doc(self.nlp, words) for words in sentences)
             stream = self.nlp.pipe(docs, n_process=self.workers, batch_size=batch_size)
             for doc, words in zip(stream, sentences):
@@ -284,16 +289,18 @@ class ParserPool:
 
 def parse_words(nlp, sentences: Sequence[Sequence[str]], workers: int = 1,
                 batch_size: int = 256, desc: str = "parse", progress: bool = True,
-                pool: Optional[ParserPool] = None, on_tree=None) -> List[ParsedSentence]:
+                pool: Optional[ParserPool] = None, on_tree=None,
+                stream=None) -> List[ParsedSentence]:
     """Parse each word list as one sentence; one :class:`ParsedSentence` per entry.
 
     ``workers > 1`` parses in that many processes (a :class:`ParserPool`, or ``pool``
     when one is given, which is then left open). ``on_tree(parsed)``, if given, is
     called with the list of trees so far after each tree arrives (the caller can work on
-    them while the workers parse on)."""
+    them while the workers parse on). ``stream``: what an earlier ``pool.imap(sentences,
+    batch_size)`` returned (the workers started on it then); it is read here."""
     from tqdm import tqdm
 
-    own = pool is None
+    own = pool is None and stream is None
     if own:
         pool = ParserPool(nlp, workers if len(sentences) > batch_size else 1)
     out: List[ParsedSentence] = []
@@ -301,7 +308,7 @@ def parse_words(nlp, sentences: Sequence[Sequence[str]], workers: int = 1,
     try:
         with tqdm(total=len(sentences), desc=desc, unit="sent", disable=not progress,
                   mininterval=1.0) as bar:
-            for tree, fixed in pool.imap(sentences, batch_size):
+            for tree, fixed in (pool.imap(sentences, batch_size) if stream is None else stream):
                 repaired += fixed
                 out.append(tree)
                 bar.update(1)
@@ -345,7 +352,9 @@ class SpacyParser:
 
     def parse(self, sentences: Sequence[Sequence[str]], workers: int = 1,
               batch_size: int = 256, desc: str = "parse", progress: bool = True,
-              pool: Optional[ParserPool] = None, on_tree=None) -> List[ParsedSentence]:
+              pool: Optional[ParserPool] = None, on_tree=None,
+              stream=None) -> List[ParsedSentence]:
         """One tree per word list (see :func:`parse_words`)."""
         return parse_words(self.nlp, sentences, workers=workers, batch_size=batch_size,
-                           desc=desc, progress=progress, pool=pool, on_tree=on_tree)
+                           desc=desc, progress=progress, pool=pool, on_tree=on_tree,
+                           stream=stream)

@@ -29,8 +29,9 @@ def pad_to_source(rows: Sequence[Tensor], src_len: int, pad: int) -> Tensor:
 
 def pad_pairs(rows: Sequence[Tensor], src_len: int, pad: int) -> Tensor:
     """Flat ``[2k]`` rows of pairs: ``[B, max(1, max k), 2]``."""
-    width = max(1, max(len(row) for row in rows) // 2)
-    return pad_rows(rows, 2 * width, pad).view(len(rows), width, 2)
+    lengths = [row.size(0) for row in rows]
+    width = max(1, max(lengths) // 2)
+    return pad_rows(rows, 2 * width, pad, lengths=lengths).view(len(rows), width, 2)
 
 
 @dataclass(frozen=True)

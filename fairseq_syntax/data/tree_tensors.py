@@ -33,36 +33,66 @@ def tree_distances(heads: torch.Tensor) -> torch.Tensor:
     return dist.masked_fill(~pair_real, PAD_DISTANCE)
 
 
+KIND_DISTANCE = torch.tensor([[0.0, EOS_DISTANCE, PAD_DISTANCE],
+                              [EOS_DISTANCE, 0.0, PAD_DISTANCE],
+                              [PAD_DISTANCE, PAD_DISTANCE, PAD_DISTANCE]])
+"""Distance between runs of each kind (word, eos, padding) in :func:`word_distances`; 0 between
+two words, which the tree distance replaces."""
+
+
 def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     """Distances between words spread to their pieces, ``[B, N, N]`` long (DESIGN.md §2).
 
     ``heads`` ``[B, N]`` the projected heads side-file, ``words`` ``[B, N]`` each piece's word
     (:data:`EOS_WORD`, :data:`WORD_PAD`).  Pieces of words ``a``, ``b``: ``d(a, b)`` (0 within a word);
     eos to any piece :data:`EOS_DISTANCE`; padding :data:`PAD_DISTANCE`.  Continuation pieces and eos
-    are leaves, so ``d(a, b)`` is read at the first pieces of :func:`tree_distances`.
+    are leaves, so ``d(a, b)`` is read at the first pieces of the runs of equal words: the walk up
+    the tree starts from those only, the ``[B, R, R]`` table over runs is ``depth a + depth b -
+    2 (common ancestors)`` (as :func:`tree_distances`) between words and :data:`KIND_DISTANCE`
+    otherwise, and one gather per dimension spreads it to the pieces.  Exact small integers in
+    float32 until the table is made long.
     """
     real = words.ne(WORD_PAD)
     if not torch.equal(real, heads.ne(HEAD_PAD)):
         raise ValueError("the words and heads of a batch have different padding: the words "
                          "and heads side-files disagree on sentence lengths")
     bsz, n = words.shape
-    pieces = tree_distances(heads)
-    position = torch.arange(n, device=words.device).unsqueeze(0).expand(bsz, n)
+    device = words.device
     starts = torch.ones_like(real)
     starts[:, 1:] = words[:, 1:].ne(words[:, :-1])
-    first = torch.where(starts, position, torch.zeros_like(position)).cummax(dim=1).values
-    dist = pieces.gather(1, first.unsqueeze(2).expand(bsz, n, n))
-    dist = dist.gather(2, first.unsqueeze(1).expand(bsz, n, n))
-    eos = words.eq(EOS_WORD)
-    dist = dist.masked_fill(eos.unsqueeze(2) ^ eos.unsqueeze(1), EOS_DISTANCE)
-    dist = dist.masked_fill(eos.unsqueeze(2) & eos.unsqueeze(1), 0)
-    pair_real = real.unsqueeze(2) & real.unsqueeze(1)
-    return dist.masked_fill(~pair_real, PAD_DISTANCE)
+    run = starts.cumsum(dim=1).sub_(1)  # each position's run of equal words (eos, padding: own runs)
+    runs = int(run[:, -1].max()) + 1
+    position = torch.arange(n, device=device).expand(bsz, n)
+    first = torch.full((bsz, runs), n, device=device).scatter_reduce_(1, run, position, "amin")
+    # parent pointers; roots, padding and missing runs point to a sink position n, which stays put
+    parent = torch.cat([heads.masked_fill(heads.lt(0), n), heads.new_full((bsz, 1), n)], dim=1)
+    steps = [first]
+    for _ in range(n - 1):  # a tree over n positions is at most n - 1 levels deep
+        steps.append(parent.gather(1, steps[-1]))
+        if bool(steps[-1].eq(n).all()):
+            break
+    steps = torch.stack(steps).permute(1, 2, 0)
+    on_path = torch.zeros(bsz, runs, n + 1, device=device)  # [b, r, k] = 1 iff k is r or an ancestor
+    on_path = on_path.scatter_(2, steps, on_path.new_ones(()).expand(steps.shape))[..., :n]
+    depth1 = on_path.sum(-1)
+    tree = depth1.unsqueeze(2) + depth1.unsqueeze(1) - 2 * torch.bmm(on_path, on_path.transpose(1, 2))
+    run_word = torch.full((bsz, runs), WORD_PAD, dtype=words.dtype, device=device).scatter_(1, run, words)
+    kind = run_word.eq(EOS_WORD).long() + 2 * run_word.eq(WORD_PAD).long()  # word 0, eos 1, padding 2
+    one_hot = torch.zeros(bsz, runs, 3, device=device).scatter_(2, kind.unsqueeze(2), 1.0)
+    word = one_hot[..., 0]
+    table = tree * (word.unsqueeze(2) * word.unsqueeze(1)) + torch.bmm(
+        one_hot @ KIND_DISTANCE.to(device), one_hot.transpose(1, 2))
+    table = table.long()
+    return table.gather(1, run.unsqueeze(2).expand(bsz, n, runs)).gather(2, run.unsqueeze(1).expand(bsz, n, n))
 
 
-def pad_rows(rows, length: int, pad_value: int, trailing_shape=()) -> torch.Tensor:
-    """Stack 1-d (or ``[k, *trailing_shape]``) long tensors into ``[B, length, *trailing]``."""
+def pad_rows(rows, length: int, pad_value: int, trailing_shape=(), lengths=None) -> torch.Tensor:
+    """Stack 1-d (or ``[k, *trailing_shape]``) long tensors into ``[B, length, *trailing]``: one
+    concatenation copied under a mask of the row ``lengths`` (computed when not given)."""
     out = torch.full((len(rows), length, *trailing_shape), pad_value, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : row.size(0)] = row
+    if len(rows):
+        if lengths is None:
+            lengths = [row.size(0) for row in rows]
+        filled = torch.arange(length) < torch.tensor(lengths).unsqueeze(1)
+        out[filled] = torch.cat(rows).long()
     return out

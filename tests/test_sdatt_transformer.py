@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import USER_DIR, run_cli
+from conftest import run_cli
 from model_utils import build_model, incremental_log_probs
-from test_transformer_backbone import transformer_train_args
+from test_transformer_backbone import generate_test_split, transformer_train_args
 from fairseq_syntax.data.tree_tensors import EOS_DISTANCE, PAD_DISTANCE, word_distances
 from fairseq_syntax.modules.local_attention import distance_row
 from fairseq_syntax.modules.syntax_distance_cross_attention import (
@@ -425,12 +425,7 @@ def test_train_and_generate_through_the_command_lines(synthetic_databin, tmp_pat
     assert re.search(r"\[train\] syntax inputs: \['distances', 'heads'\]", log), log[-2000:]
     assert re.search(r"model: SDAttTransformerModel", log), log[-2000:]
     assert re.search(r"\| train \| .*\| loss [0-9.]+ \|.*\| num_updates 3 \|", log), log[-2000:]
-    gen = run_cli([
-        "fairseq-generate", str(synthetic_databin), "--user-dir", USER_DIR,
-        "--task", "syntax_translation", "--path", str(tmp_path / "checkpoint_last.pt"),
-        "--gen-subset", "test", "--beam", "5", "--batch-size", "16", "--cpu",
-        "--print-alignment",
-    ]).stdout
+    gen = generate_test_split(synthetic_databin, tmp_path)
     assert len(re.findall(r"^H-\d+\t-?[0-9.]+\t", gen, re.M)) == 37
     assert len(re.findall(r"^A-\d+\t", gen, re.M)) == 37
     assert re.search(r"Generate test with beam=5: BLEU4 = [0-9.]+", gen)

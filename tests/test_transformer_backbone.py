@@ -196,6 +196,17 @@ def transformer_train_args(databin, save_dir, updates=4, extra=()):
     ]
 
 
+def generate_test_split(databin, save_dir):
+    """``fairseq-generate`` output of ``save_dir``'s last checkpoint on the test split
+    (beam 5, with ``--print-alignment``)."""
+    return run_cli([
+        "fairseq-generate", str(databin), "--user-dir", USER_DIR,
+        "--task", "syntax_translation", "--path", str(save_dir / "checkpoint_last.pt"),
+        "--gen-subset", "test", "--beam", "5", "--batch-size", "16", "--cpu",
+        "--print-alignment",
+    ]).stdout
+
+
 def test_train_and_generate_through_the_command_lines(synthetic_databin, tmp_path):
     train = run_cli(transformer_train_args(synthetic_databin, tmp_path, updates=4))
     log = train.stdout + train.stderr
@@ -203,12 +214,7 @@ def test_train_and_generate_through_the_command_lines(synthetic_databin, tmp_pat
     assert re.search(r"model: SyntaxTransformerModel", log), log[-2000:]
     assert re.search(r"\| train \| .*\| loss [0-9.]+ \|.*\| num_updates 4 \|", log), log[-2000:]
     assert re.search(r"valid on 'valid' subset \| loss [0-9.]+ \| ppl [0-9.]+ .*\| num_updates 4\b", log)
-    gen = run_cli([
-        "fairseq-generate", str(synthetic_databin), "--user-dir", USER_DIR,
-        "--task", "syntax_translation", "--path", str(tmp_path / "checkpoint_last.pt"),
-        "--gen-subset", "test", "--beam", "5", "--batch-size", "16", "--cpu",
-        "--print-alignment",
-    ]).stdout
+    gen = generate_test_split(synthetic_databin, tmp_path)
     sources = {int(i): s.split() for i, s in re.findall(r"^S-(\d+)\t(.*)$", gen, re.M)}
     hyps = re.findall(r"^H-(\d+)\t(-?[0-9.]+)\t", gen, re.M)
     aligns = re.findall(r"^A-(\d+)\t(.*)$", gen, re.M)

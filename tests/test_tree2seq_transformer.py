@@ -7,9 +7,9 @@ import re
 import pytest
 import torch
 
-from conftest import USER_DIR, run_cli
+from conftest import run_cli
 from model_utils import build_model, incremental_log_probs
-from test_transformer_backbone import transformer_train_args
+from test_transformer_backbone import generate_test_split, transformer_train_args
 from test_tree_to_sequence import batch_trees, recursive_reference, tree_batch
 from fairseq_syntax.criterions.supervised_attention import fold_phrase_attention, supervised_weights
 
@@ -125,12 +125,7 @@ def test_train_with_supervised_attention_and_generate_through_the_command_lines(
     log = train.stdout + train.stderr
     assert re.search(r"model: TreeToSequenceTransformerModel", log), log[-2000:]
     assert re.search(r"\| train \| .*\| alignment_loss [0-9.]+ \|.*\| num_updates 3 \|", log), log[-2000:]
-    gen = run_cli([
-        "fairseq-generate", str(synthetic_databin), "--user-dir", USER_DIR,
-        "--task", "syntax_translation", "--path", str(tmp_path / "checkpoint_last.pt"),
-        "--gen-subset", "test", "--beam", "5", "--batch-size", "16", "--cpu",
-        "--print-alignment",
-    ]).stdout
+    gen = generate_test_split(synthetic_databin, tmp_path)
     sources = {int(i): s.split() for i, s in re.findall(r"^S-(\d+)\t(.*)$", gen, re.M)}
     aligns = re.findall(r"^A-(\d+)\t(.*)$", gen, re.M)
     assert len(re.findall(r"^H-\d+\t-?[0-9.]+\t", gen, re.M)) == 37 and len(aligns) == 37

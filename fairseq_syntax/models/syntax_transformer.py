@@ -39,6 +39,8 @@ class SyntaxTransformerModel(TransformerModel):
     ``build_decoder`` and declare :meth:`side_inputs`, which layers find in ``side_inputs``.
     """
 
+    decoder_class = SyntaxTransformerDecoder  # a subclass's decoder with the same arguments
+
     @classmethod
     def side_inputs(cls, cfg) -> Set[str]:
         """Names of :data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS` read with the options ``cfg``."""
@@ -70,7 +72,7 @@ class SyntaxTransformerModel(TransformerModel):
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
-        return SyntaxTransformerDecoder(
+        return cls.decoder_class(
             cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention,
             alignment_layer=safe_getattr(cfg, "alignment_layer", None),
             alignment_heads=safe_getattr(cfg, "alignment_heads", None),

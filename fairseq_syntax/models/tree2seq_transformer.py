@@ -30,6 +30,8 @@ from fairseq_syntax.modules.phrase_memory import PhraseMemoryDecoder, PhraseMemo
 class TreeToSequenceTransformerModel(SyntaxTransformerModel):
     """The Transformer backbone whose cross-attention memory holds the source's phrases."""
 
+    decoder_class = PhraseMemoryDecoder
+
     @classmethod
     def side_inputs(cls, cfg):
         return {"tree"}
@@ -46,15 +48,6 @@ class TreeToSequenceTransformerModel(SyntaxTransformerModel):
         return PhraseMemoryEncoder(cfg, src_dict, embed_tokens,
                                    forget_bias=safe_getattr(cfg, "tree_forget_bias", 1.0),
                                    side_input_keys=cls.side_input_keys(cfg))
-
-    @classmethod
-    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
-        return PhraseMemoryDecoder(
-            cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention,
-            alignment_layer=safe_getattr(cfg, "alignment_layer", None),
-            alignment_heads=safe_getattr(cfg, "alignment_heads", None),
-            side_input_keys=cls.side_input_keys(cfg),
-        )
 
 
 def _tree_defaults(args):

@@ -6,29 +6,35 @@ from fairseq_syntax.syntax.side_values import (  # noqa: F401  (the collater's v
 )
 
 
-def tree_distances(heads: torch.Tensor) -> torch.Tensor:
-    """All-pairs path lengths ``[B, N, N]`` long in each tree of ``heads`` ``[B, N]`` (-1 root, HEAD_PAD).
+def _path_lengths(heads: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    """Path lengths ``[B, R, R]`` (float32) between the positions ``start`` ``[B, R]`` of each
+    tree of ``heads`` ``[B, N]`` (-1 root, HEAD_PAD); ``start`` = N names no position.
 
-    ``R[i, k] = 1`` iff ``k`` is ``i`` or an ancestor; ``(R Rᵀ)[i, j] = depth(lca(i, j)) + 1`` gives
-    ``d = depth(i) + depth(j) - 2 depth(lca)``: one walk per tree level and one batched matmul.
+    ``P[r, k] = 1`` iff ``k`` is ``start[r]`` or an ancestor; ``(P Pᵀ)[a, b] = depth(lca) + 1``
+    gives ``d = depth(a) + depth(b) - 2 depth(lca)``: one walk per tree level, one batched matmul.
     """
     bsz, n = heads.shape
-    real = heads.ne(HEAD_PAD)
     # parent pointers; roots and padding point to an extra sink position n, which stays put
     parent = torch.cat([heads.masked_fill(heads.lt(0), n), heads.new_full((bsz, 1), n)], dim=1)
-    ancestors = torch.zeros(bsz, n, n + 1, dtype=torch.float32, device=heads.device)
-    batch = torch.arange(bsz, device=heads.device).unsqueeze(1).expand(bsz, n)
-    node = torch.arange(n, device=heads.device).unsqueeze(0).expand(bsz, n)
-    current = node
-    for _ in range(n):  # a tree over n positions is at most n - 1 levels deep
-        ancestors[batch, node, current] = 1.0
-        current = parent.gather(1, current)
-        if bool(current.eq(n).all()):
+    steps = [start]
+    for _ in range(n - 1):  # a tree over n positions is at most n - 1 levels deep
+        steps.append(parent.gather(1, steps[-1]))
+        if bool(steps[-1].eq(n).all()):
             break
-    ancestors = ancestors[..., :n]
-    depth1 = ancestors.sum(-1)
-    common = torch.bmm(ancestors, ancestors.transpose(1, 2))
-    dist = (depth1.unsqueeze(2) + depth1.unsqueeze(1) - 2 * common).round().long()
+    steps = torch.stack(steps).permute(1, 2, 0)
+    on_path = torch.zeros(bsz, start.size(1), n + 1, device=heads.device)
+    on_path = on_path.scatter_(2, steps, on_path.new_ones(()).expand(steps.shape))[..., :n]
+    depth1 = on_path.sum(-1)
+    return depth1.unsqueeze(2) + depth1.unsqueeze(1) - 2 * torch.bmm(on_path, on_path.transpose(1, 2))
+
+
+def tree_distances(heads: torch.Tensor) -> torch.Tensor:
+    """All-pairs path lengths ``[B, N, N]`` long in each tree of ``heads`` ``[B, N]`` (-1 root,
+    HEAD_PAD), :data:`PAD_DISTANCE` at padding (:func:`_path_lengths` from every position)."""
+    bsz, n = heads.shape
+    real = heads.ne(HEAD_PAD)
+    start = torch.arange(n, device=heads.device).expand(bsz, n)
+    dist = _path_lengths(heads, start).round().long()
     pair_real = real.unsqueeze(2) & real.unsqueeze(1)
     return dist.masked_fill(~pair_real, PAD_DISTANCE)
 
@@ -46,9 +52,8 @@ def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     ``heads`` ``[B, N]`` the projected heads side-file, ``words`` ``[B, N]`` each piece's word
     (:data:`EOS_WORD`, :data:`WORD_PAD`).  Pieces of words ``a``, ``b``: ``d(a, b)`` (0 within a word);
     eos to any piece :data:`EOS_DISTANCE`; padding :data:`PAD_DISTANCE`.  Continuation pieces and eos
-    are leaves, so ``d(a, b)`` is read at the first pieces of the runs of equal words: the walk up
-    the tree starts from those only, the ``[B, R, R]`` table over runs is ``depth a + depth b -
-    2 (common ancestors)`` (as :func:`tree_distances`) between words and :data:`KIND_DISTANCE`
+    are leaves, so ``d(a, b)`` is read at the first pieces of the runs of equal words: the ``[B, R, R]``
+    table over runs is :func:`_path_lengths` from those first pieces between words and :data:`KIND_DISTANCE`
     otherwise, and one gather per dimension spreads it to the pieces.  Exact small integers in
     float32 until the table is made long.
     """
@@ -64,18 +69,7 @@ def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     runs = int(run[:, -1].max()) + 1
     position = torch.arange(n, device=device).expand(bsz, n)
     first = torch.full((bsz, runs), n, device=device).scatter_reduce_(1, run, position, "amin")
-    # parent pointers; roots, padding and missing runs point to a sink position n, which stays put
-    parent = torch.cat([heads.masked_fill(heads.lt(0), n), heads.new_full((bsz, 1), n)], dim=1)
-    steps = [first]
-    for _ in range(n - 1):  # a tree over n positions is at most n - 1 levels deep
-        steps.append(parent.gather(1, steps[-1]))
-        if bool(steps[-1].eq(n).all()):
-            break
-    steps = torch.stack(steps).permute(1, 2, 0)
-    on_path = torch.zeros(bsz, runs, n + 1, device=device)  # [b, r, k] = 1 iff k is r or an ancestor
-    on_path = on_path.scatter_(2, steps, on_path.new_ones(()).expand(steps.shape))[..., :n]
-    depth1 = on_path.sum(-1)
-    tree = depth1.unsqueeze(2) + depth1.unsqueeze(1) - 2 * torch.bmm(on_path, on_path.transpose(1, 2))
+    tree = _path_lengths(heads, first)
     run_word = torch.full((bsz, runs), WORD_PAD, dtype=words.dtype, device=device).scatter_(1, run, words)
     kind = run_word.eq(EOS_WORD).long() + 2 * run_word.eq(WORD_PAD).long()  # word 0, eos 1, padding 2
     one_hot = torch.zeros(bsz, runs, 3, device=device).scatter_(2, kind.unsqueeze(2), 1.0)

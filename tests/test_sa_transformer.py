@@ -46,10 +46,11 @@ def capture_self_attention(model, layer, src, lengths):
     return seen["x"], seen["mask"], seen["out"], seen["weights"], encoder_out
 
 
-def reference_self_attention(attn, x, lengths):
+def reference_self_attention(attn, x, lengths, clamp=(-np.inf, np.inf)):
     """float64 numpy from the definition: per sentence, tree heads from the enumeration of
-    all single-root trees over its words (eos and padding outside), the other heads a
-    softmax over the real positions; rows of real positions only. Returns per sentence
+    all single-root trees over its words (eos and padding outside; arc and root scores clipped
+    to ``clamp``), the other heads a softmax over the real positions; rows of real positions
+    only. Returns per sentence
     ``(output [n, C], weights [H, n, n], edge [K, w, w], root [K, w])``."""
     def linear(lin, v):
         return v @ lin.weight.detach().double().numpy().T + lin.bias.detach().double().numpy()
@@ -66,7 +67,8 @@ def reference_self_attention(attn, x, lengths):
             logits = qh @ kh.T  # [m, h']: the modifier's query against the head's key
             if h < k:
                 w = n - 1  # words: every real position but eos
-                edge, root, _ = brute_force(logits[:w, :w].T.copy(), qh[:w] @ u[h])
+                edge, root, _ = brute_force(np.clip(logits[:w, :w].T, *clamp),
+                                            np.clip(qh[:w] @ u[h], *clamp))
                 alpha = np.zeros((n, n))
                 alpha[:w, :w] = edge.T + np.diag(root)
                 alpha[w, w] = 1.0  # eos attends to itself
@@ -110,6 +112,28 @@ def test_tree_heads_equal_the_enumeration_of_all_trees(sa_heads, sa_layers):
                 np.testing.assert_allclose(
                     encoder_out["root_marginals"][0][b, :w].double().numpy(), root[0], atol=1e-5)
                 assert np.abs(head[w:]).sum() == 0 and np.abs(head[:, w:]).sum() == 0
+
+
+def test_arc_score_clamp_equals_the_enumeration_over_clipped_scores():
+    """``--sa-arc-score-clamp``: scores far outside [-5, 7] (queries scaled up 40 times) are
+    clipped before the matrix-tree, as in the authors' code; unclipped they would differ."""
+    torch.manual_seed(0)
+    model = build_model("sa_transformer_tiny", sa_arc_score_clamp=True)
+    src, lengths, _ = random_batch(model, bsz=3, src_len=6)
+    attn = model.encoder.layers[1].self_attn
+    assert attn.arc_score_clamp == (-5.0, 7.0)
+    with torch.no_grad():
+        attn.q_proj.weight.mul_(40.0)
+        attn.root_key.mul_(40.0)
+    x, _, out, weights, _ = capture_self_attention(model, 1, src, lengths)
+    clipped = reference_self_attention(attn, x, lengths, clamp=(-5.0, 7.0))
+    unclipped = reference_self_attention(attn, x, lengths)
+    for b, n in enumerate(lengths.tolist()):
+        np.testing.assert_allclose(weights[:1, b, :n, :n].double().numpy(), clipped[b][1][:1],
+                                   atol=1e-5)
+        np.testing.assert_allclose(out[:n, b].detach().double().numpy(), clipped[b][0],
+                                   atol=1e-4)
+        assert np.abs(clipped[b][1][0] - unclipped[b][1][0]).max() > 0.05
 
 
 def test_padding_does_not_change_a_sentence():

@@ -23,6 +23,7 @@ from fairseq_syntax.models.syntax_transformer import (
     syntax_transformer_iwslt_de_en,
     syntax_transformer_tiny,
 )
+from fairseq_syntax.modules.structured_attention import ARC_SCORE_CLAMP
 from fairseq_syntax.modules.tree_marginal_attention import TreeMarginalEncoder
 
 
@@ -42,6 +43,11 @@ class SATransformerModel(SyntaxTransformerModel):
             help="comma-separated encoder layers (0 = the bottom one) that have structured "
             "heads (default: the top layer, as Tran & Bisk's head selection on the encoder "
             "output); fairseq-syntax-induced-trees reads the highest of them")
+        parser.add_argument(
+            "--sa-arc-score-clamp", action="store_true",
+            help="clamp the scaled arc and root scores of the structured heads to [-5, 7] "
+            "before the matrix-tree marginals, as the authors' code and the sa_nmt* RNN models "
+            "(default: off; the synthetic results in docs/RESULTS.md are unclamped)")
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
@@ -54,6 +60,8 @@ class SATransformerModel(SyntaxTransformerModel):
                                  "encoder layer numbers, e.g. 0,1,2") from None
         return TreeMarginalEncoder(cfg, src_dict, embed_tokens, tree_layers=layers,
                                    tree_heads=_option(cfg, "sa_heads", 1),
+                                   arc_score_clamp=(ARC_SCORE_CLAMP if safe_getattr(
+                                       cfg, "sa_arc_score_clamp", False) else None),
                                    side_input_keys=cls.side_input_keys(cfg))
 
 
@@ -65,6 +73,7 @@ def _option(cfg, name, default):
 def _sa_defaults(args):
     args.sa_heads = _option(args, "sa_heads", 1)
     args.sa_layers = _option(args, "sa_layers", None)
+    args.sa_arc_score_clamp = _option(args, "sa_arc_score_clamp", False)
 
 
 @register_model_architecture("sa_transformer", "sa_transformer")

@@ -29,14 +29,17 @@ from fairseq.models import register_model, register_model_architecture
 
 from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, AttentionalRNNModel
 from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
-from fairseq_syntax.modules.structured_attention import FlatSelfAttention, StructuredSelfAttention
+from fairseq_syntax.modules.structured_attention import (
+    ARC_SCORE_CLAMP,
+    FlatSelfAttention,
+    StructuredSelfAttention,
+)
 from fairseq_syntax.modules.syntax_gate_attention import SyntaxGateAttentionLayer
 
 SELF_ATTENTIONS = ChoiceEnum(["structured", "flat"])
 HEAD_SELECTIONS = ChoiceEnum(["soft", "hard"])
 SYNTAX_CONTEXTS = ChoiceEnum(["shared", "separate", "one_set"])
 GATE_INPUTS = ChoiceEnum(["hidden", "hidden_context"])
-ARC_SCORE_CLAMP = (-5.0, 7.0)  # the authors' code (github.com/ketranm/sa-nmt, TreeAttention)
 
 
 @dataclass

@@ -26,8 +26,11 @@ from .matrix_tree import dependency_marginals
 
 __all__ = [
     "word_mask", "head_weights", "straight_through_heads", "StructuredSelfAttention",
-    "FlatSelfAttention",
+    "FlatSelfAttention", "ARC_SCORE_CLAMP",
 ]
+
+
+ARC_SCORE_CLAMP = (-5.0, 7.0)  # the authors' code (github.com/ketranm/sa-nmt, TreeAttention)
 
 
 def word_mask(padding_mask: Tensor) -> Tensor:

@@ -8,6 +8,8 @@ learned root key ``u`` per head::
     s[h, m] = q_m · k_h / √d,   r[m] = q_m · u / √d
     α[m, h] = P(h → m) + δ(h, m) · P(root → m),   head_m = Σ_h α[m, h] v_h   (as the RNN model)
 
+With ``arc_score_clamp=(lo, hi)`` the scores ``s`` and ``r`` are clamped to ``[lo, hi]`` first, as the
+authors' code and the ``sa_nmt*`` RNN models do (``ARC_SCORE_CLAMP``).
 Padding and the final ``eos`` are outside the tree and attend to themselves alone.  Other heads
 are fairseq's softmax heads (padding filled with the dtype's lowest finite value); attention
 dropout applies to all heads, as in fairseq's :class:`~fairseq.modules.MultiheadAttention`.
@@ -55,18 +57,22 @@ class TreeMarginalSelfAttention(MultiheadAttention):
     stay in :attr:`last_marginals` for the encoder.
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, tree_heads: int = 1, **kwargs):
+    def __init__(self, embed_dim: int, num_heads: int, tree_heads: int = 1,
+                 arc_score_clamp: Optional[Tuple[float, float]] = None, **kwargs):
         super().__init__(embed_dim, num_heads, self_attention=True, **kwargs)
         if not 1 <= tree_heads <= num_heads:
             raise ValueError(f"--sa-heads {tree_heads}: the encoder layers have {num_heads} "
                              f"heads (--encoder-attention-heads); give 1 .. {num_heads}")
+        if arc_score_clamp is not None and not arc_score_clamp[0] < arc_score_clamp[1]:
+            raise ValueError(f"the arc-score clamp needs min < max, got {tuple(arc_score_clamp)}")
         self.tree_heads = tree_heads
+        self.arc_score_clamp = arc_score_clamp
         self.root_key = nn.Parameter(torch.empty(tree_heads, self.head_dim))
         nn.init.normal_(self.root_key, std=self.head_dim ** -0.5)
         self.last_marginals: Optional[Tuple[Tensor, Tensor]] = None
 
     def extra_repr(self) -> str:
-        return f"tree_heads={self.tree_heads}"
+        return f"tree_heads={self.tree_heads}, arc_score_clamp={self.arc_score_clamp}"
 
     def forward(self, query: Tensor, key: Optional[Tensor], value: Optional[Tensor],
                 key_padding_mask: Optional[Tensor] = None,
@@ -90,8 +96,12 @@ class TreeMarginalSelfAttention(MultiheadAttention):
             key_padding_mask = torch.zeros(bsz, tgt_len, dtype=torch.bool, device=query.device)
         padding = key_padding_mask.to(torch.bool)
 
+        arc_logits = logits[:, :k]
         root_logits = torch.matmul(q[:, :k], self.root_key.to(q.dtype).unsqueeze(-1)).squeeze(-1)
-        tree, head, root = tree_marginal_weights(logits[:, :k], root_logits, word_mask(padding))
+        if self.arc_score_clamp is not None:
+            arc_logits = arc_logits.clamp(*self.arc_score_clamp)
+            root_logits = root_logits.clamp(*self.arc_score_clamp)
+        tree, head, root = tree_marginal_weights(arc_logits, root_logits, word_mask(padding))
         self.last_marginals = (head, root)
         plain = logits[:, k:].masked_fill(padding[:, None, None, :], torch.finfo(logits.dtype).min)
         plain = utils.softmax(plain, dim=-1)  # float32
@@ -110,16 +120,18 @@ class TreeMarginalSelfAttention(MultiheadAttention):
 class TreeMarginalEncoderLayer(TransformerEncoderLayerBase):
     """fairseq's encoder layer with a :class:`TreeMarginalSelfAttention`."""
 
-    def __init__(self, cfg, tree_heads: int):
+    def __init__(self, cfg, tree_heads: int, arc_score_clamp: Optional[Tuple[float, float]]):
         if getattr(cfg.encoder, "xformers_att_config", None) is not None:
             raise ValueError("tree-marginal attention runs on its own attention path: drop "
                              "--encoder-xformers-att-config")
         self.tree_heads = tree_heads
+        self.arc_score_clamp = arc_score_clamp
         super().__init__(cfg)
 
     def build_self_attention(self, embed_dim, cfg):
         return TreeMarginalSelfAttention(
             embed_dim, cfg.encoder.attention_heads, tree_heads=self.tree_heads,
+            arc_score_clamp=self.arc_score_clamp,
             dropout=cfg.attention_dropout, q_noise=self.quant_noise,
             qn_block_size=self.quant_noise_block_size,
         )
@@ -132,7 +144,8 @@ class TreeMarginalEncoder(SyntaxTransformerEncoder):
     first tree head of the highest tree layer (read by ``fairseq-syntax-induced-trees``).
     """
 
-    def __init__(self, cfg, dictionary, embed_tokens, tree_layers, tree_heads: int, **kwargs):
+    def __init__(self, cfg, dictionary, embed_tokens, tree_layers, tree_heads: int,
+                 arc_score_clamp: Optional[Tuple[float, float]] = None, **kwargs):
         layers = cfg.encoder.layers
         chosen = [layers - 1] if tree_layers is None else list(tree_layers)
         bad = [i for i in chosen if not 0 <= i < layers]
@@ -141,6 +154,7 @@ class TreeMarginalEncoder(SyntaxTransformerEncoder):
                              f"(0 .. {layers - 1}); give one or more of them")
         self.tree_layers = frozenset(chosen)
         self.tree_heads = tree_heads
+        self.arc_score_clamp = arc_score_clamp
         self.layers_built = 0
         super().__init__(cfg, dictionary, embed_tokens, **kwargs)
         self.tree_attention = [self.layers[i].self_attn for i in sorted(self.tree_layers)]
@@ -149,7 +163,7 @@ class TreeMarginalEncoder(SyntaxTransformerEncoder):
         index, self.layers_built = self.layers_built, self.layers_built + 1
         if index not in self.tree_layers:
             return super().build_encoder_layer(cfg)
-        layer = TreeMarginalEncoderLayer(cfg, self.tree_heads)
+        layer = TreeMarginalEncoderLayer(cfg, self.tree_heads, self.arc_score_clamp)
         if cfg.checkpoint_activations:  # as fairseq's build_encoder_layer
             layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
         return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap

@@ -9,7 +9,7 @@ import torch.nn as nn
 from conftest import generate_args, run_cli, train_args
 from model_utils import build_model, incremental_log_probs, random_batch, tiny_dictionary
 
-from fairseq_syntax.modules.rnn_encoder import RNNEncoder, sequential_memory_cells
+from fairseq_syntax.modules.rnn_encoder import RNNEncoder, final_states, lstm_states_and_cells
 from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, TreeLSTMCell, tree_levels
 
 SMALL = dict(encoder_embed_dim=8, encoder_hidden_size=6, decoder_embed_dim=8, decoder_hidden_size=10)
@@ -166,14 +166,26 @@ def test_tree_lstm_weight_and_leaf_gradients_equal_the_recursive_reference():
         assert torch.allclose(got, expected, atol=1e-10)
 
 
-def test_memory_cells_equal_a_step_by_step_lstm():
+def test_lstm_states_and_cells_equal_nn_lstm_and_a_step_by_step_lstm():
     torch.manual_seed(2)
     lstm = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
-    x = torch.randn(3, 6, 3)
+    x = torch.randn(3, 6, 3, requires_grad=True)
     lengths = torch.tensor([6, 4, 2])
+    states, cells = lstm_states_and_cells(lstm, x, torch.arange(6) < lengths.unsqueeze(1))
     packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
     packed_out, (h_n, c_n) = lstm(packed)
-    cells = sequential_memory_cells(lstm, packed, packed_out, lengths)
+    out, _ = nn.utils.rnn.pad_packed_sequence(packed_out, batch_first=True, total_length=6)
+    assert torch.allclose(states, out, atol=1e-6)  # padding rows 0 in both
+    assert torch.allclose(final_states(states, lengths - 1), torch.cat([h_n[0], h_n[1]], -1), atol=1e-6)
+    assert torch.allclose(final_states(cells, lengths - 1), torch.cat([c_n[0], c_n[1]], -1), atol=1e-6)
+    # same gradients as nn.LSTM's, for the input and every weight
+    weights = torch.randn(3, 6, 8)
+    params = [x, *lstm.parameters()]
+    ours = torch.autograd.grad((states * weights).sum(), params)
+    reference = torch.autograd.grad((out * weights).sum(), params)
+    for got, expected in zip(ours, reference):
+        assert torch.allclose(got, expected, atol=1e-5)
+    # the cells, against nn.LSTMCell run token by token over each sentence alone
     for direction, suffix in enumerate(["", "_reverse"]):
         step = nn.LSTMCell(3, 4)
         for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
@@ -184,9 +196,7 @@ def test_memory_cells_equal_a_step_by_step_lstm():
             for t in positions:
                 h, c = step(x[b, t:t + 1], (h, c))
                 assert torch.allclose(cells[b, t, direction * 4:(direction + 1) * 4], c[0], atol=1e-6)
-            assert cells[b, n:].abs().max() == 0 if n < 6 else True
-    assert torch.allclose(cells[torch.arange(3), lengths - 1, :4], c_n[0], atol=1e-6)
-    assert torch.allclose(cells[:, 0, 4:], c_n[1], atol=1e-6)
+            assert cells[b, n:].abs().sum() == 0
 
 
 class InternalsProbe(nn.Module):

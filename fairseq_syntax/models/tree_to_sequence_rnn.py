@@ -7,8 +7,9 @@ root phrase) (eq. 12), and attention over the ``n`` words and ``n - 1`` phrases 
 
 Leaves are the BiLSTM states at the tokens (eos is not a leaf), before dropout: hidden
 ``[h→_j; h←_j]`` and, with ``--leaf-cells lstm`` (default, the paper's), cells ``[c→_j; c←_j]``
-recovered by :meth:`~fairseq_syntax.modules.rnn_encoder.RNNEncoder.memory_cells` (one-layer
-encoders only); ``--leaf-cells zero``: zero cells.  A sentence without a tree (no parse, or one
+(the encoder then runs its LSTM step by step,
+:func:`~fairseq_syntax.modules.rnn_encoder.lstm_states_and_cells`; one-layer encoders only);
+``--leaf-cells zero``: zero cells.  A sentence without a tree (no parse, or one
 token) gets no phrases and a zero root in eq. 12, as in the paper.
 """
 from dataclasses import dataclass, field

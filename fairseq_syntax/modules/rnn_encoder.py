@@ -1,5 +1,5 @@
 """The backbone encoder: a bidirectional LSTM over the right-padded source."""
-from typing import Dict, Sequence
+from typing import Dict, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -34,8 +34,9 @@ class RNNEncoder(FairseqEncoder):
     dimension 0, so ``reorder_encoder_out`` needs no knowledge of the extensions.
     An extension whose ``encoder_internals`` names entries of :data:`INTERNALS` also finds
     them in the dict it takes, ``[B, S, 2H]``: ``lstm_states``, the top layer's hidden
-    states before dropout, and ``lstm_cells``, its memory cells (:meth:`memory_cells`,
-    one-layer encoders); they leave the dict once the extensions ran.
+    states before dropout, and ``lstm_cells``, its memory cells (one-layer encoders: the
+    LSTM then runs step by step, :func:`lstm_states_and_cells`); they leave the dict once
+    the extensions ran.
     """
 
     def __init__(self, dictionary, embed_dim: int, hidden_size: int, num_layers: int,
@@ -67,36 +68,34 @@ class RNNEncoder(FairseqEncoder):
         if padding_mask[:, 0].any():
             raise ValueError(LEFT_PADDED_SOURCE)
         x = F.dropout(self.embed_tokens(src_tokens), p=self.dropout, training=self.training)
-        lengths = (~padding_mask).sum(1).cpu()
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        packed_out, (h, c) = self.lstm(packed)
-        out, _ = nn.utils.rnn.pad_packed_sequence(
-            packed_out, batch_first=True, total_length=src_tokens.size(1)
-        )
+        if "lstm_cells" in self.internals:
+            out, cells = lstm_states_and_cells(self.lstm, x, ~padding_mask)
+            last = (~padding_mask).sum(1) - 1
+            summary_hidden, summary_cell = final_states(out, last), final_states(cells, last)
+        else:
+            lengths = (~padding_mask).sum(1).cpu()
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            packed_out, (h, c) = self.lstm(packed)
+            out, _ = nn.utils.rnn.pad_packed_sequence(
+                packed_out, batch_first=True, total_length=src_tokens.size(1)
+            )
+            summary_hidden, summary_cell = torch.cat([h[-2], h[-1]], dim=-1), torch.cat([c[-2], c[-1]], dim=-1)
         encoder_out = {
             "annotations": F.dropout(out, p=self.dropout, training=self.training),
             "padding_mask": padding_mask,
-            "summary_hidden": torch.cat([h[-2], h[-1]], dim=-1),
-            "summary_cell": torch.cat([c[-2], c[-1]], dim=-1),
+            "summary_hidden": summary_hidden,
+            "summary_cell": summary_cell,
         }
         encoder_out.update({k: side_inputs[k] for k in self.side_input_keys if k in side_inputs})
         if "lstm_states" in self.internals:
             encoder_out["lstm_states"] = out
         if "lstm_cells" in self.internals:
-            encoder_out["lstm_cells"] = self.memory_cells(packed, packed_out, lengths, src_tokens.size(1))
+            encoder_out["lstm_cells"] = cells
         for extension in self.extensions:
             encoder_out = extension(encoder_out)
         for key in self.internals:
             encoder_out.pop(key, None)
         return encoder_out
-
-    def memory_cells(self, lstm_input, lstm_output, lengths: Tensor, total_length: int) -> Tensor:
-        """Memory cells ``[B, total_length, 2H]`` of the one-layer LSTM at every position,
-        from what it was called with and returned (:func:`sequential_memory_cells`)."""
-        cells = sequential_memory_cells(self.lstm, lstm_input, lstm_output, lengths)
-        if cells.size(1) < total_length:
-            cells = F.pad(cells, (0, 0, 0, total_length - cells.size(1)))
-        return cells
 
     def reorder_encoder_out(self, encoder_out: Dict[str, Tensor], new_order: Tensor):
         return {k: v.index_select(0, new_order) for k, v in encoder_out.items()}
@@ -105,61 +104,43 @@ class RNNEncoder(FairseqEncoder):
         return int(1e5)
 
 
-def _unpack(sequence, total_length: int) -> Tensor:
-    if isinstance(sequence, nn.utils.rnn.PackedSequence):
-        out, _ = nn.utils.rnn.pad_packed_sequence(sequence, batch_first=True, total_length=total_length)
-        return out
-    return sequence
+def lstm_states_and_cells(lstm: nn.LSTM, x: Tensor, real: Tensor) -> Tuple[Tensor, Tensor]:
+    """Hidden states and memory cells ``[B, S, H * directions]`` of a one-layer batch-first
+    ``nn.LSTM`` at every position of the right-padded ``x [B, S, E]`` (``real [B, S]``: True at
+    tokens), both zero at padding.
 
-
-def _rows(bias, rows):
-    return None if bias is None else bias[rows]
-
-
-def sequential_memory_cells(lstm: nn.LSTM, layer_input, layer_output, lengths: Tensor) -> Tensor:
-    """Memory cells ``c_t`` of a one-layer (bi)directional ``nn.LSTM`` at every position.
-
-    ``nn.LSTM`` returns ``h_t`` for every step but ``c_t`` for the last step only. With
-    the step's input ``x_t`` and the previous hidden state ``h_{t-1}`` (its own output
-    one step earlier; ``h_{t+1}`` for the backward direction) all gates of all steps are
-    one batched product, and ``c_t = f_t ⊙ c_{t-1} + i_t ⊙ g_t`` is an elementwise scan
-    over time. The result equals the cells the LSTM computed (and differentiates like
-    them: each step is the LSTM's own cell function of the same inputs).
-
-    ``layer_input``/``layer_output``: what the LSTM was called with and returned
-    (batch-first, packed or padded); ``lengths [B]``. Returns ``[B, S, H * directions]``
-    (forward cells first, like the outputs); zero at padding.
+    ``nn.LSTM`` returns ``h_t`` for every step but ``c_t`` for the last step only, so this runs
+    the same LSTM (its own weights and gate order i, f, g, o) step by step:
+    ``c_t = f_t ⊙ c_{t-1} + i_t ⊙ g_t``, ``h_t = o_t ⊙ tanh(c_t)``, the input projection of all
+    steps one product. Zeroing ``c`` at padding zeroes ``h`` there too and restarts the backward
+    direction from zero state at each sentence's last token: ``h`` equals ``nn.LSTM``'s output on
+    the packed sequence.
     """
     if lstm.num_layers != 1 or not lstm.batch_first or lstm.proj_size:
-        raise ValueError("memory cells can be recovered for a one-layer batch-first LSTM only")
-    lengths = lengths.to(layer_input.data.device if hasattr(layer_input, "data") else layer_input.device)
-    total = int(lengths.max())
-    x = _unpack(layer_input, total)
-    out = _unpack(layer_output, total)
-    bsz, steps = x.shape[:2]
-    hidden = lstm.hidden_size
-    real = (torch.arange(steps, device=x.device).unsqueeze(0) < lengths.unsqueeze(1)).unsqueeze(-1)
-    cells = []
+        raise ValueError("states and cells of every position: a one-layer batch-first LSTM only")
+    steps = x.size(1)
+    keep = real.unsqueeze(-1).to(x.dtype).unbind(1)
+    states, cells = [], []
     for direction in range(2 if lstm.bidirectional else 1):
         suffix = "_reverse" if direction else ""
-        h = out[..., direction * hidden:(direction + 1) * hidden].masked_fill(~real, 0.0)
-        zero = h.new_zeros(bsz, 1, hidden)
-        prev_h = torch.cat([h[:, 1:], zero], 1) if direction else torch.cat([zero, h[:, :-1]], 1)
-        # c_t needs the input, forget and cell gates only: the first 3H rows of the weights
-        # (nn.LSTM orders them i, f, g, o)
-        rows = slice(0, 3 * hidden)
-        gates = F.linear(x, getattr(lstm, "weight_ih_l0" + suffix)[rows], _rows(getattr(lstm, "bias_ih_l0" + suffix, None), rows))
-        gates = gates + F.linear(prev_h, getattr(lstm, "weight_hh_l0" + suffix)[rows], _rows(getattr(lstm, "bias_hh_l0" + suffix, None), rows))
-        i, f, g = gates.chunk(3, dim=-1)
-        update = (torch.sigmoid(i) * torch.tanh(g)).masked_fill(~real, 0.0)
-        forget = torch.sigmoid(f)
-        order = range(steps - 1, -1, -1) if direction else range(steps)
-        c = h.new_zeros(bsz, hidden)
-        per_step = [None] * steps
-        for t in order:
-            c = forget[:, t] * c + update[:, t]
-            per_step[t] = c
-        cells.append(torch.stack(per_step, dim=1))
-    # the backward scan starts at padding with c = 0 and update 0, so it enters each
-    # sentence's last token with c = 0 (f * 0 + 0 stays 0 through the padding)
-    return torch.cat(cells, dim=-1).masked_fill(~real, 0.0)
+        bias = getattr(lstm, "bias_ih_l0" + suffix) + getattr(lstm, "bias_hh_l0" + suffix) if lstm.bias else None
+        inputs = F.linear(x, getattr(lstm, "weight_ih_l0" + suffix), bias).unbind(1)
+        recurrent = getattr(lstm, "weight_hh_l0" + suffix).t()
+        h = c = x.new_zeros(x.size(0), lstm.hidden_size)
+        h_steps, c_steps = [None] * steps, [None] * steps
+        for t in (range(steps - 1, -1, -1) if direction else range(steps)):
+            i, f, g, o = torch.addmm(inputs[t], h, recurrent).chunk(4, dim=-1)
+            c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), torch.tanh(g)) * keep[t]
+            h = torch.sigmoid(o) * torch.tanh(c)
+            h_steps[t], c_steps[t] = h, c
+        states.append(torch.stack(h_steps, dim=1))
+        cells.append(torch.stack(c_steps, dim=1))
+    return torch.cat(states, dim=-1), torch.cat(cells, dim=-1)
+
+
+def final_states(per_position: Tensor, last: Tensor) -> Tensor:
+    """``[B, S, 2H]`` states of a bidirectional LSTM -> ``[B, 2H]``: the forward direction's at
+    the last token ``last [B]``, the backward direction's at the first (``nn.LSTM``'s ``h_n``)."""
+    hidden = per_position.size(-1) // 2
+    rows = torch.arange(per_position.size(0), device=per_position.device)
+    return torch.cat([per_position[rows, last, :hidden], per_position[:, 0, hidden:]], dim=-1)

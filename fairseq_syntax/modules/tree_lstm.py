@@ -4,7 +4,7 @@ Trees as in DESIGN.md §2: ``tree [B, M, 2]`` rows ``(left, right)``, leaves ``0
 node ``k`` is ``n + k``, children first, padding rows ``-1`` (no parse: padding only).  One batched
 evaluation of eq. 11 per tree level (height), over all sentences: no loop over nodes.
 """
-from typing import List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Tuple
 
 import torch
 import torch.nn as nn
@@ -118,116 +118,92 @@ class BinaryTreeLSTM(nn.Module):
 
     def forward(self, leaf_h: Tensor, leaf_c: Tensor, tree: Tensor, num_leaves: Tensor):
         bsz, leaf_slots, dim = leaf_h.shape
-        rows = tree.size(1)
         _, valid = tree_slots(tree, num_leaves, leaf_slots)
         levels = tree_levels(tree, num_leaves, leaf_slots)
-        # store and row of every leaf slot and internal node of sentence b: store 0 holds
-        # the leaves (row b * S + j), store l the nodes of level l in their level order
-        store = tree.new_zeros(bsz, leaf_slots + rows)
-        row = torch.arange(leaf_slots, device=tree.device).repeat(bsz, 1) \
-            + leaf_slots * torch.arange(bsz, device=tree.device).unsqueeze(1)
-        row = torch.cat([row, tree.new_zeros(bsz, rows)], dim=1)
-        for level, nodes in enumerate(levels, start=1):
-            store[nodes.batch, leaf_slots + nodes.node] = level
-            row[nodes.batch, leaf_slots + nodes.node] = torch.arange(len(nodes.node), device=tree.device)
-        children = [
-            (store[nodes.batch, nodes.left], row[nodes.batch, nodes.left],
-             store[nodes.batch, nodes.right], row[nodes.batch, nodes.right])
-            for nodes in levels
-        ]
-        leaves = torch.cat([leaf_h, leaf_c], dim=-1).reshape(bsz * leaf_slots, 2 * dim)
+        # row of every leaf slot and internal node of sentence b in TreeLSTMLevels' buffer:
+        # leaf slot j at b * S + j, then the internal nodes level after level
+        row = torch.arange(bsz * leaf_slots, device=tree.device).view(bsz, leaf_slots)
+        row = torch.cat([row, tree.new_zeros(tree.shape[:2])], dim=1)
+        start = bsz * leaf_slots
+        for nodes in levels:
+            row[nodes.batch, leaf_slots + nodes.node] = torch.arange(start, start + len(nodes.node), device=tree.device)
+            start += len(nodes.node)
+        children = [torch.stack([row[nodes.batch, nodes.left], row[nodes.batch, nodes.right]], dim=1).view(-1)
+                    for nodes in levels]
         gates = self.cell.gates
-        nodes_hc = TreeLSTMLevels.apply(
-            leaves, gates.weight.to(leaves.dtype), gates.bias.to(leaves.dtype), children
+        h, c = TreeLSTMLevels.apply(
+            leaf_h.reshape(-1, dim), leaf_c.reshape(-1, dim), gates.weight.to(leaf_h.dtype),
+            gates.bias.to(leaf_h.dtype), children,
         )
-        phrases = leaf_h.new_zeros(bsz, rows, 2 * dim)
-        if levels:
-            offsets = torch.tensor([0] + [len(nodes.node) for nodes in levels], device=tree.device).cumsum(0)
-            flat = offsets[(store[:, leaf_slots:] - 1).clamp(min=0)] + row[:, leaf_slots:]
-            phrases[valid] = nodes_hc.index_select(0, flat[valid])
-        phrase_h, phrase_c = phrases.split(dim, dim=-1)
+        nodes = row[:, leaf_slots:][valid]
+        phrase_h = leaf_h.new_zeros(valid.shape + (dim,))
+        phrase_c = leaf_h.new_zeros(valid.shape + (dim,))
+        phrase_h[valid] = h.index_select(0, nodes)
+        phrase_c[valid] = c.index_select(0, nodes)
         return phrase_h, phrase_c, valid
 
 
 class TreeLSTMLevels(torch.autograd.Function):
     """Eq. 11 over the levels of a batch of trees, with a hand-written backward pass.
 
-    ``forward(leaves [L, 2d] (h | c), weight [5d, 2d], bias [5d], children)``, ``children[l] =
-    (left_store, left_row, right_store, right_row)`` for level ``l + 1`` (store 0: the leaves) ->
-    ``[N, 2d]`` states of all internal nodes.  Backward walks the levels down and forms
-    ``∂W = Σ ∂gates ⊗ [h_l; h_r]`` as one product at the end (autograd: one ``5d × 2d`` per level).
+    ``forward(leaf_h, leaf_c [L, d], weight [5d, 2d], bias [5d], children)`` -> ``(h, c)`` ``[L + N, d]``:
+    the leaves, then the ``N`` internal nodes level after level; ``children[l]`` ``[2 k_l]`` holds the
+    rows of the left and right child of each node of level ``l + 1``, interleaved, so one gather gives
+    ``[h_l; h_r]``.  Backward walks the levels down and forms ``∂W = Σ ∂gates ⊗ [h_l; h_r]`` as one
+    product at the end (autograd: one ``5d × 2d`` per level).
     """
 
     @staticmethod
-    def forward(ctx, leaves: Tensor, weight: Tensor, bias: Tensor, children):
-        dim = weight.size(1) // 2
-        stores, saved = [leaves], []
-        routes = [(_route(ls, lr), _route(rs, rr)) for ls, lr, rs, rr in children]
-        with torch.autocast(leaves.device.type, enabled=False):
-            for left_route, right_route in routes:
-                left = _gather(stores, left_route)
-                right = _gather(stores, right_route)
-                x = torch.cat([left[:, :dim], right[:, :dim]], dim=1)
-                pre = torch.addmm(bias, x, weight.t())
-                sig, u = torch.sigmoid(pre[:, :4 * dim]), torch.tanh(pre[:, 4 * dim:])
-                i, f_l, f_r, o = sig.chunk(4, dim=1)
-                c = i * u + f_l * left[:, dim:] + f_r * right[:, dim:]
-                tanh_c = torch.tanh(c)
-                stores.append(torch.cat([o * tanh_c, c], dim=1))
-                saved.append((x, sig, u, left[:, dim:], right[:, dim:], tanh_c))
-        ctx.save_for_backward(weight)
-        ctx.saved, ctx.routes, ctx.num_leaves = saved, routes, leaves.size(0)
-        return torch.cat(stores[1:]) if children else leaves.new_zeros(0, 2 * dim)
+    def forward(ctx, leaf_h: Tensor, leaf_c: Tensor, weight: Tensor, bias: Tensor, children: List[Tensor]):
+        num_leaves, dim = leaf_h.shape
+        sizes = [len(rows) // 2 for rows in children]
+        total = num_leaves + sum(sizes)
+        h, c = leaf_h.new_empty(total, dim), leaf_c.new_empty(total, dim)
+        h[:num_leaves], c[:num_leaves] = leaf_h, leaf_c
+        x = leaf_h.new_empty(total - num_leaves, 2 * dim)  # [h_l; h_r] of every node
+        saved, start = [], num_leaves
+        with torch.autocast(leaf_h.device.type, enabled=False):
+            for rows, size in zip(children, sizes):
+                end = start + size
+                x_level = x[start - num_leaves:end - num_leaves]
+                torch.index_select(h, 0, rows, out=x_level.view(2 * size, dim))
+                c_children = c.index_select(0, rows).view(size, 2 * dim)  # [c_l; c_r]
+                gates = torch.addmm(bias, x_level, weight.t())
+                sig, u = gates[:, :4 * dim].sigmoid_(), gates[:, 4 * dim:].tanh_()  # i, f_l, f_r, o
+                kept = sig[:, dim:3 * dim] * c_children  # [f_l ⊙ c_l; f_r ⊙ c_r]
+                c_new = torch.addcmul(kept[:, :dim], sig[:, :dim], u, out=c[start:end])
+                c_new += kept[:, dim:]
+                tanh_c = torch.tanh(c_new)
+                torch.mul(sig[:, 3 * dim:], tanh_c, out=h[start:end])
+                saved.append((gates, c_children, tanh_c))
+                start = end
+        ctx.save_for_backward(weight, x)
+        ctx.saved, ctx.children, ctx.num_leaves = saved, children, num_leaves
+        return h, c
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_nodes: Tensor):
-        (weight,) = ctx.saved_tensors
-        dim = weight.size(1) // 2
-        sizes = [len(x) for x, *_ in ctx.saved]
-        grads = [grad_nodes.new_zeros(ctx.num_leaves, 2 * dim)] + list(grad_nodes.clone().split(sizes))
-        grad_pre = [None] * len(sizes)
-        for level in reversed(range(len(sizes))):
-            x, sig, u, c_l, c_r, tanh_c = ctx.saved[level]
-            i, f_l, f_r, o = sig.chunk(4, dim=1)
-            d_h, d_c = grads[level + 1].split(dim, dim=1)
-            d_c = d_c + d_h * o * (1 - tanh_c * tanh_c)
-            d_sig = torch.cat([d_c * u, d_c * c_l, d_c * c_r, d_h * tanh_c], dim=1) * sig * (1 - sig)
-            grad_pre[level] = torch.cat([d_sig, d_c * i * (1 - u * u)], dim=1)
-            d_x = grad_pre[level] @ weight
-            left_route, right_route = ctx.routes[level]
-            _scatter_add(grads, left_route, torch.cat([d_x[:, :dim], d_c * f_l], dim=1))
-            _scatter_add(grads, right_route, torch.cat([d_x[:, dim:], d_c * f_r], dim=1))
-        if not sizes:
-            return grads[0], torch.zeros_like(weight), weight.new_zeros(weight.size(0)), None
-        grad_pre_all = torch.cat(grad_pre)
-        grad_weight = grad_pre_all.t() @ torch.cat([x for x, *_ in ctx.saved])
-        return grads[0], grad_weight, grad_pre_all.sum(0), None
-
-
-Route = Tuple[List[Tuple[int, Tensor, Tensor]], Optional[Tensor]]
-
-
-def _route(store: Tensor, row: Tensor) -> Route:
-    """How to read ``stores[store[i]][row[i]]``: per store, its positions and rows, plus the permutation
-    restoring order (None for one store).  Computed in forward, reused in backward.
-    """
-    groups = []
-    for j in store.unique().tolist():
-        pick = store.eq(j).nonzero(as_tuple=True)[0]
-        groups.append((j, pick, row[pick]))
-    order = torch.argsort(torch.cat([pick for _, pick, _ in groups])) if len(groups) > 1 else None
-    return groups, order
-
-
-def _gather(stores: List[Tensor], route: Route) -> Tensor:
-    """``stores[store[i]][row[i]]`` for every ``i``."""
-    groups, order = route
-    pieces = [stores[j].index_select(0, rows) for j, _, rows in groups]
-    return pieces[0] if order is None else torch.cat(pieces).index_select(0, order)
-
-
-def _scatter_add(grads: List[Tensor], route: Route, values: Tensor) -> None:
-    """``grads[store[i]][row[i]] += values[i]`` (adjoint of :func:`_gather`)."""
-    for j, pick, rows in route[0]:
-        grads[j].index_add_(0, rows, values.index_select(0, pick))
+    def backward(ctx, grad_h: Tensor, grad_c: Tensor):
+        weight, x = ctx.saved_tensors
+        dim, num_leaves = weight.size(1) // 2, ctx.num_leaves
+        grad_h, grad_c = grad_h.clone(), grad_c.clone()
+        grad_gates = x.new_empty(x.size(0), 5 * dim)
+        end = grad_h.size(0)
+        for rows, (gates, c_children, tanh_c) in zip(reversed(ctx.children), reversed(ctx.saved)):
+            size = len(gates)
+            start = end - size
+            d_h, d_c = grad_h[start:end], grad_c[start:end]
+            i, f, o, u = gates[:, :dim], gates[:, dim:3 * dim], gates[:, 3 * dim:4 * dim], gates[:, 4 * dim:]
+            d_c = torch.addcmul(d_c, d_h * o, 1 - tanh_c * tanh_c)
+            d_gates = grad_gates[start - num_leaves:end - num_leaves]
+            torch.mul(d_c, u, out=d_gates[:, :dim])
+            torch.mul(c_children.view(size, 2, dim), d_c.unsqueeze(1), out=d_gates[:, dim:3 * dim].view(size, 2, dim))
+            torch.mul(d_h, tanh_c, out=d_gates[:, 3 * dim:4 * dim])
+            sig = gates[:, :4 * dim]
+            d_gates[:, :4 * dim] *= sig * (1 - sig)
+            torch.mul(d_c * i, 1 - u * u, out=d_gates[:, 4 * dim:])
+            grad_h.index_add_(0, rows, (d_gates @ weight).view(2 * size, dim))
+            grad_c.index_add_(0, rows, (f.reshape(size, 2, dim) * d_c.unsqueeze(1)).view(2 * size, dim))
+            end = start
+        grad_weight = grad_gates.t() @ x
+        return grad_h[:num_leaves], grad_c[:num_leaves], grad_weight, grad_gates.sum(0), None

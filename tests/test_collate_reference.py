@@ -6,12 +6,14 @@ hostile in-range heads (cycles, heads on eos or on continuation pieces).
 """
 import random
 
+import numpy as np
 import torch
 from hypothesis import given, settings, strategies as st
 
+from fairseq_syntax.data.side_files import batch_rows, read_side_file, write_side_file
 from fairseq_syntax.data.side_inputs import pad_pairs, pad_to_source
 from fairseq_syntax.data.tree_tensors import (
-    EOS_DISTANCE, EOS_WORD, HEAD_PAD, PAD_DISTANCE, WORD_PAD, word_distances,
+    EOS_DISTANCE, EOS_WORD, HEAD_PAD, PAD_DISTANCE, WORD_PAD, BatchRows, word_distances,
 )
 from fairseq_syntax.syntax.dependency import project_heads_to_subwords
 
@@ -116,12 +118,30 @@ def test_padding_equals_the_reference(lengths, extra_width, seed):
     gen = torch.Generator().manual_seed(seed)
     rows = [torch.randint(-1, 50, (k,), generator=gen) for k in lengths]
     width = max(lengths) + extra_width  # wider than the rows: --pad-to-multiple
-    assert_identical(pad_to_source(rows, width, -2), reference_pad_rows(rows, width, -2))
+    assert_identical(pad_to_source(BatchRows.of(rows), width, -2),
+                     reference_pad_rows(rows, width, -2))
     pairs = [row[: 2 * (len(row) // 2)] for row in rows]  # empty rows included
-    assert_identical(pad_pairs(pairs, width, -1), reference_pad_pairs(pairs, -1))
+    assert_identical(pad_pairs(BatchRows.of(pairs), width, -1), reference_pad_pairs(pairs, -1))
 
 
 def test_pairs_of_only_empty_rows_keep_one_padding_pair():
     rows = [torch.zeros(0, dtype=torch.long)] * 3
-    assert_identical(pad_pairs(rows, 5, -1), torch.full((3, 1, 2), -1))
-    assert_identical(pad_pairs(rows, 5, -1), reference_pad_pairs(rows, -1))
+    assert_identical(pad_pairs(BatchRows.of(rows), 5, -1), torch.full((3, 1, 2), -1))
+    assert_identical(pad_pairs(BatchRows.of(rows), 5, -1), reference_pad_pairs(rows, -1))
+
+
+def test_rows_read_by_id_from_a_side_file_equal_the_rows(tmp_path):
+    """The collater reads a batch's rows straight from the side-file's memory map, in batch
+    order (ids unsorted, repeated, empty rows included)."""
+    gen = torch.Generator().manual_seed(3)
+    rows = [torch.randint(-1, 40, (k,), generator=gen) for k in (5, 0, 3, 8, 1, 0, 6)]
+    prefix = str(tmp_path / "train.align.en-de")  # no range rule: any values
+    write_side_file(prefix, [row.numpy().astype(np.int32) for row in rows])
+    side_file = read_side_file(prefix, "train")
+    for ids in ([6, 0, 3], [1, 5], [3, 3, 2, 4, 0, 1, 6, 5]):
+        ids = np.array(ids)
+        picked = [rows[i] for i in ids]
+        from_file = batch_rows(side_file, ids)
+        assert_identical(pad_to_source(from_file, 9, -2), reference_pad_rows(picked, 9, -2))
+        assert_identical(pad_to_source(batch_rows(rows, ids), 9, -2),
+                         reference_pad_rows(picked, 9, -2))

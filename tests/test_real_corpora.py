@@ -369,7 +369,7 @@ def test_raw_input_dataset_carries_distances_of_the_parse(parsed_databin, tiny_p
     between words (spread to their pieces, eos farther than any window)."""
     import sentencepiece as spm
 
-    from fairseq_syntax.data.tree_tensors import HEAD_PAD, WORD_PAD, pad_rows, word_distances
+    from fairseq_syntax.data.tree_tensors import HEAD_PAD, WORD_PAD, BatchRows, pad_rows, word_distances
     from fairseq_syntax.syntax.dependency import project_heads_to_subwords
     from fairseq_syntax.syntax.spacy_parser import SpacyParser
 
@@ -391,8 +391,8 @@ def test_raw_input_dataset_carries_distances_of_the_parse(parsed_databin, tiny_p
         expected_words[k] = torch.tensor([w for w, p in enumerate(pieces) for _ in p] + [-1])
     order = batch["id"].tolist()
     width = batch["net_input"]["src_tokens"].size(1)
-    want_heads = pad_rows([expected[i] for i in order], width, HEAD_PAD)
-    want_words = pad_rows([expected_words[i] for i in order], width, WORD_PAD)
+    want_heads = pad_rows(BatchRows.of([expected[i] for i in order]), width, HEAD_PAD)
+    want_words = pad_rows(BatchRows.of([expected_words[i] for i in order]), width, WORD_PAD)
     assert torch.equal(batch["net_input"]["src_heads"], want_heads)
     assert torch.equal(batch["net_input"]["src_words"], want_words)
     assert torch.equal(batch["net_input"]["src_distances"], word_distances(want_heads, want_words))

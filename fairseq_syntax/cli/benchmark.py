@@ -160,29 +160,27 @@ def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
 
 
 def collater_timing(databin: str, repeats: int = 3) -> Dict[str, float]:
-    """Milliseconds per batch of the syntax collater vs fairseq's plain collater."""
+    """CPU milliseconds per batch of the syntax collater vs fairseq's plain collater on the
+    same train batches, alternating batch by batch (process CPU time: robust to a loaded
+    machine when run with one thread)."""
     import fairseq_syntax  # noqa: F401
     from fairseq import tasks
-    from fairseq.tasks.translation import TranslationConfig
 
-    def batches_of(task):
+    datasets = {}
+    for name, syntax in (("syntax", True), ("plain", False)):
+        task = tasks.setup_task(_task_cfg(databin, syntax=syntax))
         task.load_dataset("train")
-        ds = task.dataset("train")
-        order = ds.ordered_indices()
-        return ds, ds.batch_by_size(order, max_tokens=4000)
-
-    syntax = tasks.setup_task(_task_cfg(databin, syntax=True))
-    plain = tasks.setup_task(_task_cfg(databin, syntax=False))
-    timings = {}
-    for name, task in (("syntax", syntax), ("plain", plain)):
-        ds, batches = batches_of(task)
-        samples = [[ds[i] for i in b] for b in batches]
-        start = time.perf_counter()
-        for _ in range(repeats):
-            for batch in samples:
-                ds.collater(batch)
-        timings[name] = 1000 * (time.perf_counter() - start) / (repeats * len(samples))
-    return timings
+        datasets[name] = task.dataset("train")
+    batches = datasets["syntax"].batch_by_size(datasets["syntax"].ordered_indices(), max_tokens=4000)
+    samples = {name: [[ds[i] for i in b] for b in batches] for name, ds in datasets.items()}
+    seconds = dict.fromkeys(datasets, 0.0)
+    for _ in range(repeats):
+        for k in range(len(batches)):
+            for name, ds in datasets.items():
+                start = time.process_time()
+                ds.collater(samples[name][k])
+                seconds[name] += time.process_time() - start
+    return {name: 1000 * s / (repeats * len(batches)) for name, s in seconds.items()}
 
 
 def _task_cfg(databin: str, syntax: bool):

@@ -57,7 +57,7 @@ from fairseq_syntax.syntax.subwords import (
 from . import side_inputs
 from .side_files import MANIFEST, check_format_version, read_manifest
 from .side_inputs import SIDE_INPUTS
-from .tree_tensors import EOS_WORD
+from .tree_tensors import EOS_WORD, BatchRows
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +133,8 @@ def side_tensors(sources: Sequence[RawSource], src_len: int,
     """``{net_input key: tensor}`` of the model inputs ``names`` (and what they come with),
     exactly as :meth:`SyntaxLanguagePairDataset.collater` builds them (right-padded source)."""
     names = side_inputs.carried(names)
-    tensors = side_inputs.collate(names, lambda spec: [s.side_row(spec.name) for s in sources],
-                                  src_len)
+    tensors = side_inputs.collate(
+        names, lambda spec: BatchRows.of([s.side_row(spec.name) for s in sources]), src_len)
     return {SIDE_INPUTS[name].key: tensor for name, tensor in tensors.items()}
 
 

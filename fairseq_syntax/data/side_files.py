@@ -30,6 +30,8 @@ from fairseq.data import indexed_dataset
 
 from fairseq_syntax.syntax.errors import SyntaxInputError
 
+from .tree_tensors import BatchRows
+
 HEADS = "heads"
 WORDS = "words"
 TREE = "tree"
@@ -79,6 +81,16 @@ def read_side_file(prefix: str, split: str = "") -> Optional[indexed_dataset.MMa
         check_side_values(kind, values, sizes, data_path, where)
         del values
     return indexed_dataset.MMapIndexedDataset(prefix)
+
+
+def batch_rows(rows, ids: np.ndarray) -> BatchRows:
+    """Rows ``ids`` of a side-file, read straight from its memory map (fairseq's mmap
+    index: byte offsets and sizes), or of a list of rows (raw input)."""
+    if isinstance(rows, indexed_dataset.MMapIndexedDataset):
+        values = np.frombuffer(rows._bin_buffer, dtype=rows._index.dtype)
+        return BatchRows(values, rows._index._pointers[ids] // values.itemsize,
+                         rows.sizes[ids].astype(np.int64))
+    return BatchRows.of([rows[i] for i in ids])
 
 
 _REBUILD = f"rebuild the data-bin with {PREPROCESS} (its {MANIFEST} records the command)"

@@ -6,14 +6,14 @@ collater and the raw-input path build their batch tensors with the table's colla
 functions, and the model's encoder passes on only the model inputs it declared.
 """
 from dataclasses import dataclass
-from typing import Callable, Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, Optional, Tuple
 
 from torch import Tensor
 
 from fairseq_syntax.syntax.side_values import HEAD_PAD, PAD_DISTANCE, WORD_PAD
 
 from .side_files import HEADS, TREE, WORDS
-from .tree_tensors import pad_rows, word_distances
+from .tree_tensors import BatchRows, pad_rows, word_distances
 
 TREE_PAD = -1
 """Value of ``src_tree`` at padding node rows (both children)."""
@@ -22,22 +22,21 @@ LINK_PAD = -1
 """Value of ``alignment_links`` at padding link rows (both ends)."""
 
 
-def pad_to_source(rows: Sequence[Tensor], src_len: int, pad: int) -> Tensor:
+def pad_to_source(rows: BatchRows, src_len: int, pad: int) -> Tensor:
     """One value per source position (tokens, then eos): ``[B, S]``."""
     return pad_rows(rows, src_len, pad)
 
 
-def pad_pairs(rows: Sequence[Tensor], src_len: int, pad: int) -> Tensor:
+def pad_pairs(rows: BatchRows, src_len: int, pad: int) -> Tensor:
     """Flat ``[2k]`` rows of pairs: ``[B, max(1, max k), 2]``."""
-    lengths = [row.size(0) for row in rows]
-    width = max(1, max(lengths) // 2)
-    return pad_rows(rows, 2 * width, pad, lengths=lengths).view(len(rows), width, 2)
+    width = max(1, int(rows.lengths.max(initial=0)) // 2)
+    return pad_rows(rows, 2 * width, pad).view(len(rows.lengths), width, 2)
 
 
 @dataclass(frozen=True)
 class SideInput:
-    """One side input. ``collate`` takes the rows of the batch (in its order), the source
-    width and :attr:`pad`; a computed input's takes the batch tensors of
+    """One side input. ``collate`` takes the batch's rows (:class:`~.tree_tensors.BatchRows`,
+    in batch order), the source width and :attr:`pad`; a computed input's takes the batch tensors of
     :attr:`computed_from` instead. An input with neither :attr:`side_file` nor
     :attr:`computed_from` is one fairseq's own dataset loads when :attr:`option` is on."""
 
@@ -49,12 +48,7 @@ class SideInput:
     side_file: Optional[str] = None  # kind of {split}.{src}-{tgt}.{src}.{kind}
     computed_from: Tuple[str, ...] = ()  # computed in the collater; these come with it
     implies: Tuple[str, ...] = ()  # asking for it asks for these too
-    item_key: Optional[str] = None  # key of its row in a dataset item (default: name)
     option: Optional[str] = None  # the task option that asks for it
-
-    @property
-    def row_key(self) -> str:
-        return self.item_key or self.name
 
 
 SIDE_INPUTS: Dict[str, SideInput] = {spec.name: spec for spec in (
@@ -67,7 +61,7 @@ SIDE_INPUTS: Dict[str, SideInput] = {spec.name: spec for spec in (
               option="load_tree"),
     # fairseq's {split}.align.{src}-{tgt}, read by its LanguagePairDataset (--load-alignments)
     SideInput("alignments", "alignment_links", True, LINK_PAD, pad_pairs,
-              item_key="alignment", option="load_alignments"),
+              option="load_alignments"),
 )}
 """Every side input, in collation order (an input after those it is computed from)."""
 
@@ -113,7 +107,7 @@ def model_input_keys(names: Iterable[str]) -> Tuple[str, ...]:
     return tuple(spec.key for spec in SIDE_INPUTS.values() if spec.name in names and not spec.target)
 
 
-def collate(names: Iterable[str], rows_of: Callable[[SideInput], Sequence[Tensor]],
+def collate(names: Iterable[str], rows_of: Callable[[SideInput], BatchRows],
             src_len: int) -> Dict[str, Tensor]:
     """``{name: batch tensor}`` of the inputs ``names`` (which hold what the computed ones
     are computed from, as :func:`carried` gives), ``rows_of(spec)`` giving each one's rows

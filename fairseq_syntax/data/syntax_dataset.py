@@ -5,6 +5,7 @@ import numpy as np
 from fairseq.data import LanguagePairDataset
 
 from . import side_inputs
+from .side_files import batch_rows
 from .side_inputs import SIDE_INPUTS
 
 
@@ -117,21 +118,15 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
             batches = list(batches) + [np.asarray(indices[covered:], dtype=np.int64)]
         return batches
 
-    def __getitem__(self, index):
-        example = super().__getitem__(index)
-        for name, rows in self.side_rows.items():
-            if SIDE_INPUTS[name].side_file:  # fairseq's own item holds the others
-                example[name] = rows[index].long()
-        return example
-
     def collater(self, samples, pad_to_length=None):
+        """fairseq's batch plus the side inputs, whose rows are read by sentence id straight
+        from the side-files (:func:`~fairseq_syntax.data.side_files.batch_rows`)."""
         batch = super().collater(samples, pad_to_length=pad_to_length)
         if len(samples) == 0 or "net_input" not in batch or not self.inputs:
             return batch
-        by_id = {sample["id"]: sample for sample in samples}
-        ordered = [by_id[i] for i in batch["id"].tolist()]
+        ids = batch["id"].numpy()
         tensors = side_inputs.collate(
-            self.inputs, lambda spec: [s[spec.row_key] for s in ordered],
+            self.inputs, lambda spec: batch_rows(self.side_rows[spec.name], ids),
             batch["net_input"]["src_tokens"].size(1),
         )
         side_inputs.place(batch, tensors)

@@ -1,18 +1,19 @@
 """Batched tensors built from dependency heads (and the words of the subword pieces) in the collater."""
+from typing import NamedTuple, Sequence
+
+import numpy as np
 import torch
+import torch.nn.functional as F
 
 from fairseq_syntax.syntax.side_values import (  # noqa: F401  (the collater's values)
     EOS_DISTANCE, EOS_WORD, HEAD_PAD, PAD_DISTANCE, WORD_PAD,
 )
 
 
-def _path_lengths(heads: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
-    """Path lengths ``[B, R, R]`` (float32) between the positions ``start`` ``[B, R]`` of each
-    tree of ``heads`` ``[B, N]`` (-1 root, HEAD_PAD); ``start`` = N names no position.
-
-    ``P[r, k] = 1`` iff ``k`` is ``start[r]`` or an ancestor; ``(P Pᵀ)[a, b] = depth(lca) + 1``
-    gives ``d = depth(a) + depth(b) - 2 depth(lca)``: one walk per tree level, one batched matmul.
-    """
+def _on_path(heads: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    """``P [B, R, N]`` float32: ``P[r, k] = 1`` iff ``k`` is ``start[r]`` or one of its ancestors in
+    the tree of ``heads`` ``[B, N]`` (-1 root, HEAD_PAD); ``start`` ``[B, R]``, N names no position.
+    One walk per tree level."""
     bsz, n = heads.shape
     # parent pointers; roots and padding point to an extra sink position n, which stays put
     parent = torch.cat([heads.masked_fill(heads.lt(0), n), heads.new_full((bsz, 1), n)], dim=1)
@@ -23,7 +24,14 @@ def _path_lengths(heads: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
             break
     steps = torch.stack(steps).permute(1, 2, 0)
     on_path = torch.zeros(bsz, start.size(1), n + 1, device=heads.device)
-    on_path = on_path.scatter_(2, steps, on_path.new_ones(()).expand(steps.shape))[..., :n]
+    return on_path.scatter_(2, steps, on_path.new_ones(()).expand(steps.shape))[..., :n]
+
+
+def _path_lengths(heads: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
+    """Path lengths ``[B, R, R]`` (float32) between the positions ``start`` ``[B, R]``:
+    ``(P Pᵀ)[a, b] = depth(lca) + 1`` of :func:`_on_path` gives
+    ``d = depth(a) + depth(b) - 2 depth(lca)`` in one batched matmul."""
+    on_path = _on_path(heads, start)
     depth1 = on_path.sum(-1)
     return depth1.unsqueeze(2) + depth1.unsqueeze(1) - 2 * torch.bmm(on_path, on_path.transpose(1, 2))
 
@@ -42,8 +50,8 @@ def tree_distances(heads: torch.Tensor) -> torch.Tensor:
 KIND_DISTANCE = torch.tensor([[0.0, EOS_DISTANCE, PAD_DISTANCE],
                               [EOS_DISTANCE, 0.0, PAD_DISTANCE],
                               [PAD_DISTANCE, PAD_DISTANCE, PAD_DISTANCE]])
-"""Distance between runs of each kind (word, eos, padding) in :func:`word_distances`; 0 between
-two words, which the tree distance replaces."""
+"""Distance between pieces of each kind (word, eos, padding) in :func:`word_distances`; 0 between
+two words, whose tree distance is added."""
 
 
 def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
@@ -51,42 +59,51 @@ def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
 
     ``heads`` ``[B, N]`` the projected heads side-file, ``words`` ``[B, N]`` each piece's word
     (:data:`EOS_WORD`, :data:`WORD_PAD`).  Pieces of words ``a``, ``b``: ``d(a, b)`` (0 within a word);
-    eos to any piece :data:`EOS_DISTANCE`; padding :data:`PAD_DISTANCE`.  Continuation pieces and eos
-    are leaves, so ``d(a, b)`` is read at the first pieces of the runs of equal words: the ``[B, R, R]``
-    table over runs is :func:`_path_lengths` from those first pieces between words and :data:`KIND_DISTANCE`
-    otherwise, and one gather per dimension spreads it to the pieces.  Exact small integers in
-    float32 until the table is made long.
+    eos to any piece :data:`EOS_DISTANCE` (0 to itself); padding :data:`PAD_DISTANCE`.  Continuation
+    pieces and eos are leaves, so ``d(a, b)`` is read between the first pieces of the runs of equal
+    words.  All of it is one bilinear form, one batched matmul: with ``p_i`` the first piece's
+    :func:`_on_path` row and ``a_i = |p_i|`` for word pieces (0 otherwise), ``w_i`` [word piece] and
+    ``k_i`` the kind one-hot, ``D_ij = a_i w_j + w_i a_j - 2 p_i·p_j + k_iᵀ KIND k_j``.  Exact small
+    integers in float32 until made long.
     """
     real = words.ne(WORD_PAD)
     if not torch.equal(real, heads.ne(HEAD_PAD)):
         raise ValueError("the words and heads of a batch have different padding: the words "
                          "and heads side-files disagree on sentence lengths")
     bsz, n = words.shape
-    device = words.device
     starts = torch.ones_like(real)
     starts[:, 1:] = words[:, 1:].ne(words[:, :-1])
-    run = starts.cumsum(dim=1).sub_(1)  # each position's run of equal words (eos, padding: own runs)
-    runs = int(run[:, -1].max()) + 1
-    position = torch.arange(n, device=device).expand(bsz, n)
-    first = torch.full((bsz, runs), n, device=device).scatter_reduce_(1, run, position, "amin")
-    tree = _path_lengths(heads, first)
-    run_word = torch.full((bsz, runs), WORD_PAD, dtype=words.dtype, device=device).scatter_(1, run, words)
-    kind = run_word.eq(EOS_WORD).long() + 2 * run_word.eq(WORD_PAD).long()  # word 0, eos 1, padding 2
-    one_hot = torch.zeros(bsz, runs, 3, device=device).scatter_(2, kind.unsqueeze(2), 1.0)
-    word = one_hot[..., 0]
-    table = tree * (word.unsqueeze(2) * word.unsqueeze(1)) + torch.bmm(
-        one_hot @ KIND_DISTANCE.to(device), one_hot.transpose(1, 2))
-    table = table.long()
-    return table.gather(1, run.unsqueeze(2).expand(bsz, n, runs)).gather(2, run.unsqueeze(1).expand(bsz, n, n))
+    position = torch.arange(n, device=words.device).expand(bsz, n)
+    first = torch.where(starts, position, 0).cummax(dim=1).values  # first piece of each run
+    kind = F.one_hot(words.eq(EOS_WORD).long() + 2 * (~real).long(), 3).float()  # word, eos, pad
+    word = kind[..., :1]
+    on_path = _on_path(heads, first) * word
+    depth = on_path.sum(-1, keepdim=True)
+    left = torch.cat([on_path, depth, word, kind], dim=2)
+    right = torch.cat([-2 * on_path, word, depth, kind @ KIND_DISTANCE.to(kind.device)], dim=2)
+    return torch.bmm(left, right.transpose(1, 2)).long()
 
 
-def pad_rows(rows, length: int, pad_value: int, trailing_shape=(), lengths=None) -> torch.Tensor:
-    """Stack 1-d (or ``[k, *trailing_shape]``) long tensors into ``[B, length, *trailing]``: one
-    concatenation copied under a mask of the row ``lengths`` (computed when not given)."""
-    out = torch.full((len(rows), length, *trailing_shape), pad_value, dtype=torch.long)
-    if len(rows):
-        if lengths is None:
-            lengths = [row.size(0) for row in rows]
-        filled = torch.arange(length) < torch.tensor(lengths).unsqueeze(1)
-        out[filled] = torch.cat(rows).long()
-    return out
+class BatchRows(NamedTuple):
+    """The rows of one side input for a batch, in batch order: row ``b`` is
+    ``values[starts[b] : starts[b] + lengths[b]]`` (``values`` flat, e.g. a side-file's memory map)."""
+
+    values: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def of(cls, rows: Sequence[torch.Tensor]) -> "BatchRows":
+        """From a list of 1-d rows (raw input, tests)."""
+        lengths = np.array([len(row) for row in rows], dtype=np.int64)
+        values = torch.cat(list(rows)).numpy() if len(rows) else np.zeros(0, dtype=np.int64)
+        return cls(values, np.cumsum(lengths) - lengths, lengths)
+
+
+def pad_rows(rows: BatchRows, width: int, pad_value: int) -> torch.Tensor:
+    """``[B, width]`` long: row ``b`` then ``pad_value``; one gather from ``rows.values``."""
+    column = np.arange(width)
+    filled = column < rows.lengths[:, None]
+    index = np.where(filled, rows.starts[:, None] + column, 0)
+    values = (rows.values[index] if len(rows.values) else np.zeros(index.shape)).astype(np.int64)
+    return torch.from_numpy(np.where(filled, values, np.int64(pad_value)))

@@ -9,6 +9,8 @@ import torch.nn as nn
 from conftest import generate_args, run_cli, train_args
 from model_utils import build_model, incremental_log_probs, random_batch, tiny_dictionary
 
+from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
+from fairseq_syntax.modules.phrase_attention import PhraseAttentionLayer
 from fairseq_syntax.modules.rnn_encoder import RNNEncoder, final_states, lstm_states_and_cells
 from fairseq_syntax.modules.tree_lstm import BinaryTreeLSTM, TreeLSTMCell, tree_levels
 
@@ -291,6 +293,27 @@ def test_attention_over_words_and_phrases_sums_to_one():
     assert weights[:, src_len:].masked_select(~mask[:, src_len:]).min() > 0  # phrases are attended
     logits, extra = model(src, lengths, prev, src_tree=tree)
     assert extra["attn"][0].shape == (4, prev.size(1), src_len)
+
+
+@pytest.mark.parametrize("score", ["general", "dot"])
+def test_phrase_attention_equals_the_backbone_layer_over_the_same_memory(score):
+    """Projecting the query and [c_t; h_t] per step gives the backbone's numbers (and gradients)."""
+    torch.manual_seed(5)
+    phrase = PhraseAttentionLayer(6, 6, score).double()
+    backbone = GlobalAttentionLayer(6, 6, score).double()
+    backbone.load_state_dict(phrase.state_dict())
+    memory = torch.randn(3, 5, 6, dtype=torch.double, requires_grad=True)
+    mask = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    encoder_out = {"word_phrase_annotations": memory, "word_phrase_mask": mask,
+                   "annotations": memory, "padding_mask": mask}
+    hidden = torch.randn(3, 6, dtype=torch.double)
+    results = []
+    for layer in (phrase, backbone):
+        out, weights, _ = layer(hidden, encoder_out, layer.init_state(encoder_out))
+        grads = torch.autograd.grad(out.sum() + (weights * torch.arange(5.0)).sum(), [memory, *layer.parameters()])
+        results.append([out, weights, *grads])
+    for got, expected in zip(*results):
+        assert torch.allclose(got, expected, atol=1e-12)
 
 
 def test_missing_tree_is_a_clear_error():

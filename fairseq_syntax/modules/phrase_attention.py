@@ -1,11 +1,35 @@
 """Attention over the words and the phrases of a source tree (Eriguchi et al. 2016, eq. 13)."""
-from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
+from typing import Dict, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from fairseq_syntax.modules.global_attention import GlobalAttentionLayer, attend, masked_softmax
 
 
 class PhraseAttentionLayer(GlobalAttentionLayer):
     """Eq. 13: one softmax over the ``S`` words and ``M`` phrases of ``word_phrase_annotations``;
     weights ``[B, S + M]``, words first (the decoder keeps ``[:S]`` as ``extra["attn"]``).
+
+    The memory has about ``2n`` rows for ``n`` words, more than the target has steps, so ``W_a``
+    and ``W_c`` act on the query and ``[c_t; h_t]`` at each step (Luong et al. eqs. 5, 8 as
+    written) instead of on every memory row once per sentence as in the backbone: the same
+    numbers, fewer products.  The layer keeps no state: it reads the memory from ``encoder_out``.
     """
 
     memory_key = "word_phrase_annotations"
     mask_key = "word_phrase_mask"
+
+    def init_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
+        return {}
+
+    def forward(
+        self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]
+    ) -> Tuple[Tensor, Tensor, Dict[str, Tensor]]:
+        memory = encoder_out[self.memory_key]
+        proj = self.score.proj
+        query = hidden if proj is None else F.linear(hidden, proj.weight.t())  # h_tᵀ W_a = (W_aᵀ h_t)ᵀ
+        weights = masked_softmax(self.score(query, memory.transpose(1, 2)), encoder_out[self.mask_key])
+        out = torch.tanh(self.combine(torch.cat([attend(weights, memory), hidden], dim=-1)))
+        return out, weights, state

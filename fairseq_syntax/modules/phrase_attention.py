@@ -15,14 +15,15 @@ class PhraseAttentionLayer(GlobalAttentionLayer):
     The memory has about ``2n`` rows for ``n`` words, more than the target has steps, so ``W_a``
     and ``W_c`` act on the query and ``[c_t; h_t]`` at each step (Luong et al. eqs. 5, 8 as
     written) instead of on every memory row once per sentence as in the backbone: the same
-    numbers, fewer products.  The layer keeps no state: it reads the memory from ``encoder_out``.
+    numbers, fewer products.  Its state: the memory transposed, ``[B, C, S + M]``, once per sentence
+    (the scores' gradient then accumulates in a contiguous tensor).
     """
 
     memory_key = "word_phrase_annotations"
     mask_key = "word_phrase_mask"
 
     def init_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
-        return {}
+        return {"keys": encoder_out[self.memory_key].transpose(1, 2).contiguous()}
 
     def forward(
         self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]
@@ -30,6 +31,6 @@ class PhraseAttentionLayer(GlobalAttentionLayer):
         memory = encoder_out[self.memory_key]
         proj = self.score.proj
         query = hidden if proj is None else F.linear(hidden, proj.weight.t())  # h_tᵀ W_a = (W_aᵀ h_t)ᵀ
-        weights = masked_softmax(self.score(query, memory.transpose(1, 2)), encoder_out[self.mask_key])
+        weights = masked_softmax(self.score(query, state["keys"]), encoder_out[self.mask_key])
         out = torch.tanh(self.combine(torch.cat([attend(weights, memory), hidden], dim=-1)))
         return out, weights, state

@@ -16,3 +16,17 @@ def test_every_run_is_timed_on_the_same_batches(synthetic_databin):
                      TINY_MODEL, batches=2, rounds=1, max_tokens=300)
     assert list(totals) == ["attentional_rnn", "tree2seq+blackout"]
     assert all(t["cpu"] > 0 and t["wall"] > 0 for t in totals.values())
+
+
+def test_lstm_is_fairseqs_own_as_the_parity_benchmark_builds_it(synthetic_databin):
+    from fairseq.models.lstm import LSTMModel
+
+    from fairseq_syntax.cli.step_time import build_run
+
+    task, model, _, _ = build_run(str(synthetic_databin), "lstm+label_smoothed_cross_entropy", TINY_MODEL)
+    embed = int(TINY_MODEL[TINY_MODEL.index("--decoder-embed-dim") + 1])
+    assert type(model) is LSTMModel and type(task).__name__ == "TranslationTask"
+    assert model.encoder.bidirectional and model.decoder.additional_fc.out_features == embed
+    totals = measure(str(synthetic_databin), ["lstm", "attentional_rnn"], TINY_MODEL,
+                     batches=2, rounds=1, max_tokens=300)
+    assert list(totals) == ["lstm", "attentional_rnn"]

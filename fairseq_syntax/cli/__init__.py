@@ -10,3 +10,10 @@ def training_config(argv):
 
     args = options.parse_args_and_arch(options.get_training_parser(), list(argv))
     return convert_namespace_to_omegaconf(args)
+
+
+def fairseq_lstm_args(embed_dim) -> list:
+    """Task and architecture of fairseq's own ``lstm`` as the backbone's peer: bidirectional
+    encoder, output projection to the embedding size (the backbone's defaults)."""
+    return ["--task", "translation", "--arch", "lstm", "--encoder-bidirectional",
+            "--decoder-out-embed-dim", str(embed_dim)]

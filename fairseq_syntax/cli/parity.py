@@ -20,6 +20,7 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
 
+from fairseq_syntax.cli import fairseq_lstm_args
 from fairseq_syntax.cli.experiment import (
     DECODING, Row, prepare_multi30k, prepare_synthetic, read_train_log, score_split,
     tool_env, write_atomically,
@@ -35,9 +36,7 @@ def model_args(name: str, args) -> List[str]:
              "--encoder-hidden-size", str(args.encoder_hidden),
              "--decoder-hidden-size", str(args.decoder_hidden), "--dropout", str(args.dropout)]
     if name == LSTM:  # --user-dir: the plugin lets torch.load read fairseq's checkpoints
-        return ["--user-dir", user_dir(), "--task", "translation", "--arch", "lstm",
-                "--encoder-bidirectional",
-                "--decoder-out-embed-dim", str(args.embed_dim), *sizes]
+        return ["--user-dir", user_dir(), *fairseq_lstm_args(args.embed_dim), *sizes]
     return ["--user-dir", user_dir(), "--task", "syntax_translation", "--arch", BACKBONE,
             *sizes, *shlex.split(args.backbone_args)]
 

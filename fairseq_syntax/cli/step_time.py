@@ -9,9 +9,13 @@ so the ratios to the first run hold under a load that whole ``fairseq-train`` ru
 is not counted. Process CPU time and wall time are both reported.
 
 A run is ``ARCH`` or ``ARCH+CRITERION`` (default criterion ``cross_entropy``);
-``--model-args`` are given to every run (default: the Multi30k recipe's sizes).
+``--model-args`` are given to every run (default: the Multi30k recipe's sizes). ``lstm`` is
+fairseq's own, built as ``fairseq-syntax-parity`` trains it (``--task translation
+--encoder-bidirectional --decoder-out-embed-dim`` = the decoder embedding size).
 
-Example: ``fairseq-syntax-step-time data-bin --runs attentional_rnn,tree2seq``
+Examples: ``fairseq-syntax-step-time data-bin --runs attentional_rnn,tree2seq``;
+``--runs lstm+label_smoothed_cross_entropy,attentional_rnn+label_smoothed_cross_entropy``
+(the backbone against fairseq's lstm: the inverse ratio is the words/s ratio).
 """
 import argparse
 import json
@@ -23,6 +27,7 @@ from typing import Dict, List
 
 from fairseq_syntax.user_dir import user_dir
 
+FAIRSEQ_LSTM = "lstm"
 RECIPE_SIZES = ("--encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-hidden-size 256 "
                 "--decoder-hidden-size 512 --dropout 0.3")
 
@@ -32,11 +37,15 @@ def build_run(databin: str, spec: str, model_args: List[str]):
     import torch
     from fairseq import tasks
 
-    from fairseq_syntax.cli import training_config
+    from fairseq_syntax.cli import fairseq_lstm_args, training_config
 
     arch, _, criterion = spec.partition("+")
-    argv = [databin, "--user-dir", user_dir(), "--task", "syntax_translation", "--arch", arch,
-            *model_args, "--criterion", criterion or "cross_entropy", "--cpu"]
+    task_arch = ["--task", "syntax_translation", "--arch", arch]
+    if arch == FAIRSEQ_LSTM:
+        sizes = dict(zip(model_args, model_args[1:]))
+        task_arch = fairseq_lstm_args(sizes.get("--decoder-embed-dim", 512))
+    argv = [databin, "--user-dir", user_dir(), *task_arch, *model_args,
+            "--criterion", criterion or "cross_entropy", "--cpu"]
     cfg = training_config(argv)
     task = tasks.setup_task(cfg.task)
     model = task.build_model(cfg.model)

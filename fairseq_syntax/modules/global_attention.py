@@ -6,6 +6,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from fairseq_syntax.modules.step_product import read_every_step, step_product
+
 
 def masked_softmax(scores: Tensor, padding_mask: Tensor) -> Tensor:
     """Softmax over the last dimension, skipping positions where ``padding_mask`` is True."""
@@ -14,7 +16,7 @@ def masked_softmax(scores: Tensor, padding_mask: Tensor) -> Tensor:
 
 def attend(weights: Tensor, values: Tensor) -> Tensor:
     """Context vector ``c = Σ_j a_j v_j``: ``[B, S] x [B, S, C] -> [B, C]``."""
-    return torch.bmm(weights.unsqueeze(1), values).squeeze(1)
+    return step_product(weights, values)
 
 
 class LuongScore(nn.Module):
@@ -31,12 +33,12 @@ class LuongScore(nn.Module):
 
     def project(self, keys: Tensor) -> Tensor:
         """``[B, S, K]`` keys -> ``[B, H, S]``, once per sentence."""
-        return (keys if self.proj is None else self.proj(keys)).transpose(1, 2).contiguous()
+        return read_every_step((keys if self.proj is None else self.proj(keys)).transpose(1, 2).contiguous())
 
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
         """``[B, H] x [B, H, S] -> [B, S]``."""
         # [B,1,H] x [B,H,S]: on CPU several times faster than [B,S,H] x [B,H,1]
-        return torch.bmm(query.unsqueeze(1), projected_keys).squeeze(1)
+        return step_product(query, projected_keys)
 
 
 class GlobalAttentionLayer(nn.Module):
@@ -63,7 +65,7 @@ class GlobalAttentionLayer(nn.Module):
         memory = encoder_out[self.memory_key]
         # W_c [c_t; h_t] = Σ_s a_ts (W_c' h̄_s) + W_c'' h_t: the memory half once per sentence
         values = F.linear(memory, self.combine.weight[:, :memory.size(-1)])
-        return {"keys": self.score.project(memory), "values": values}
+        return {"keys": self.score.project(memory), "values": read_every_step(values)}
 
     def forward(
         self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fairseq_syntax.modules.global_attention import GlobalAttentionLayer, attend, masked_softmax
+from fairseq_syntax.modules.step_product import read_every_step
 
 
 class PhraseAttentionLayer(GlobalAttentionLayer):
@@ -23,14 +24,14 @@ class PhraseAttentionLayer(GlobalAttentionLayer):
     mask_key = "word_phrase_mask"
 
     def init_state(self, encoder_out: Dict[str, Tensor]) -> Dict[str, Tensor]:
-        return {"keys": encoder_out[self.memory_key].transpose(1, 2).contiguous()}
+        memory = encoder_out[self.memory_key]
+        return {"keys": read_every_step(memory.transpose(1, 2).contiguous()), "values": read_every_step(memory)}
 
     def forward(
         self, hidden: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor]
     ) -> Tuple[Tensor, Tensor, Dict[str, Tensor]]:
-        memory = encoder_out[self.memory_key]
         proj = self.score.proj
         query = hidden if proj is None else F.linear(hidden, proj.weight.t())  # h_tᵀ W_a = (W_aᵀ h_t)ᵀ
         weights = masked_softmax(self.score(query, state["keys"]), encoder_out[self.mask_key])
-        out = torch.tanh(self.combine(torch.cat([attend(weights, memory), hidden], dim=-1)))
+        out = torch.tanh(self.combine(torch.cat([attend(weights, state["values"]), hidden], dim=-1)))
         return out, weights, state

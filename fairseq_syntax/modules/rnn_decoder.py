@@ -1,11 +1,13 @@
 """The backbone decoder: stacked LSTM with input feeding around a pluggable attentional layer."""
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
+
+from fairseq_syntax.modules.step_product import read_every_step, step_product
 
 STATE_KEY = "rnn_state"
 EXTRA = "extra."  # prefix of the per-step outputs an attentional layer puts in its state
@@ -72,38 +74,43 @@ class RNNDecoder(FairseqIncrementalDecoder):
         hidden, cell = encoder_out["summary_hidden"], encoder_out["summary_cell"]
         if self.init_hidden is not None:
             hidden, cell = self.init_hidden(hidden), self.init_cell(cell)
-        bsz = hidden.size(0)
-        state = {
-            "hidden": hidden.unsqueeze(1).expand(bsz, self.num_layers, -1).contiguous(),
-            "cell": cell.unsqueeze(1).expand(bsz, self.num_layers, -1).contiguous(),
-            "input_feed": hidden.new_zeros(bsz, self.attention.output_dim),
-        }
+        state = {"input_feed": hidden.new_zeros(hidden.size(0), self.attention.output_dim)}
+        for i in range(self.num_layers):  # one tensor per layer: no stacking or slicing per step
+            state[f"hidden{i}"], state[f"cell{i}"] = hidden, cell
         for key, value in self.attention.init_state(encoder_out).items():
             state["attention." + key] = value
         return state
 
+    def step_weights(self) -> Optional[List[Tuple[Tensor, Tensor]]]:
+        """Per layer ``([W_ih W_hh]ᵀ, b_ih + b_hh)`` with the weights' gradient formed once per
+        batch (:mod:`~fairseq_syntax.modules.step_product`); None without gradients (generation)."""
+        if not torch.is_grad_enabled():
+            return None
+        # [K, 4H] contiguous: on CPU the step's product and its backward are faster than on Wᵀ views
+        return [(read_every_step(torch.cat([cell.weight_ih, cell.weight_hh], dim=1).t().contiguous()),
+                 cell.bias_ih + cell.bias_hh) for cell in self.layers]
+
     def step(self, embedded: Tensor, encoder_out: Dict[str, Tensor], state: Dict[str, Tensor],
-             dropout_mask: Optional[Tensor] = None):
+             dropout_mask: Optional[Tensor] = None, lstm_weights: Optional[List[Tuple[Tensor, Tensor]]] = None):
         """One decoding step: ``[B, E]`` embedded previous token -> (h̃_t, weights, state,
         the layer's per-step extras); ``dropout_mask`` (scaled, ``[B, F]``) is applied to
-        ``h̃_t``."""
-        x = torch.cat([embedded, state["input_feed"]], dim=-1)
-        hiddens, cells = [], []
+        ``h̃_t``; ``lstm_weights``: :meth:`step_weights`, else the LSTM cells run as they are."""
+        x = [embedded, state["input_feed"]]
+        new_state = {}
         for i, cell in enumerate(self.layers):
-            h, c = cell(x, (state["hidden"][:, i], state["cell"][:, i]))
-            x = F.dropout(h, p=self.dropout, training=self.training) if i + 1 < self.num_layers else h
-            hiddens.append(h)
-            cells.append(c)
+            if lstm_weights is None:
+                h, c = cell(torch.cat(x, dim=-1), (state[f"hidden{i}"], state[f"cell{i}"]))
+            else:
+                h, c = lstm_cell([*x, state[f"hidden{i}"]], state[f"cell{i}"], *lstm_weights[i])
+            if i + 1 < self.num_layers:
+                x = [F.dropout(h, p=self.dropout, training=self.training)]
+            new_state[f"hidden{i}"], new_state[f"cell{i}"] = h, c
         attention_state = {k[len("attention."):]: v for k, v in state.items() if k.startswith("attention.")}
         out, weights, attention_state = self.attention(h, encoder_out, attention_state)
         extras = {k[len(EXTRA):]: v for k, v in attention_state.items() if k.startswith(EXTRA)}
         if dropout_mask is not None:
             out = out * dropout_mask
-        new_state = {
-            "hidden": torch.stack(hiddens, dim=1),
-            "cell": torch.stack(cells, dim=1),
-            "input_feed": out,
-        }
+        new_state["input_feed"] = out
         new_state.update({"attention." + k: v for k, v in attention_state.items()
                           if not k.startswith(EXTRA)})
         return out, weights, new_state, extras
@@ -117,15 +124,16 @@ class RNNDecoder(FairseqIncrementalDecoder):
             state = self.initial_state(encoder_out)
         embedded = F.dropout(self.embed_tokens(prev_output_tokens), p=self.dropout, training=self.training)
         bsz, steps = prev_output_tokens.size()
-        masks = None  # dropout on h̃_t, drawn for all steps at once
+        masks = [None] * steps  # dropout on h̃_t, drawn for all steps at once
         if self.training and self.dropout > 0:
-            masks = F.dropout(embedded.new_ones(bsz, steps, self.attention.output_dim), p=self.dropout)
+            masks = F.dropout(embedded.new_ones(bsz, steps, self.attention.output_dim), p=self.dropout).unbind(1)
         outs: List[Tensor] = []
         attns: List[Tensor] = []
         step_extras: Dict[str, List[Tensor]] = {}
-        for t in range(steps):
-            out, weights, state, extras = self.step(embedded[:, t], encoder_out, state,
-                                                    None if masks is None else masks[:, t])
+        lstm_weights = self.step_weights()
+        # unbind, not embedded[:, t]: one gradient of [B, T, E] for all steps, not one per step
+        for t, embedded_t in enumerate(embedded.unbind(1)):
+            out, weights, state, extras = self.step(embedded_t, encoder_out, state, masks[t], lstm_weights)
             outs.append(out)
             attns.append(weights)
             for key, value in extras.items():
@@ -163,3 +171,11 @@ class RNNDecoder(FairseqIncrementalDecoder):
 
     def max_positions(self):
         return int(1e5)
+
+
+def lstm_cell(inputs: List[Tensor], c: Tensor, weight: Tensor, bias: Tensor) -> Tuple[Tensor, Tensor]:
+    """``nn.LSTMCell``'s step (gates i, f, g, o) on ``[x; h]`` (``inputs``, concatenated), with
+    ``weight = [W_ih W_hh]ᵀ`` and ``bias = b_ih + b_hh``."""
+    i, f, g, o = (step_product(torch.cat(inputs, dim=-1), weight) + bias).chunk(4, dim=-1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c

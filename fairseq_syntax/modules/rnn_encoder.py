@@ -7,6 +7,8 @@ import torch.nn.functional as F
 from fairseq.models import FairseqEncoder
 from torch import Tensor
 
+from fairseq_syntax.modules.step_product import read_every_step, step_product
+
 # --left-pad-source is a switch without a value in fairseq: it flips the task's default
 # (True under --task translation, False under --task syntax_translation).
 LEFT_PADDED_SOURCE = (
@@ -112,7 +114,7 @@ def lstm_states_and_cells(lstm: nn.LSTM, x: Tensor, real: Tensor) -> Tuple[Tenso
     ``nn.LSTM`` returns ``h_t`` for every step but ``c_t`` for the last step only, so this runs
     the same LSTM (its own weights and gate order i, f, g, o) step by step:
     ``c_t = f_t ⊙ c_{t-1} + i_t ⊙ g_t``, ``h_t = o_t ⊙ tanh(c_t)``, the input projection of all
-    steps one product. Zeroing ``c`` at padding zeroes ``h`` there too and restarts the backward
+    steps one product (and the recurrent weights' gradient, :mod:`~fairseq_syntax.modules.step_product`). Zeroing ``c`` at padding zeroes ``h`` there too and restarts the backward
     direction from zero state at each sentence's last token: ``h`` equals ``nn.LSTM``'s output on
     the packed sequence.
     """
@@ -125,11 +127,11 @@ def lstm_states_and_cells(lstm: nn.LSTM, x: Tensor, real: Tensor) -> Tuple[Tenso
         suffix = "_reverse" if direction else ""
         bias = getattr(lstm, "bias_ih_l0" + suffix) + getattr(lstm, "bias_hh_l0" + suffix) if lstm.bias else None
         inputs = F.linear(x, getattr(lstm, "weight_ih_l0" + suffix), bias).unbind(1)
-        recurrent = getattr(lstm, "weight_hh_l0" + suffix).t()
+        recurrent = read_every_step(getattr(lstm, "weight_hh_l0" + suffix).t().contiguous())
         h = c = x.new_zeros(x.size(0), lstm.hidden_size)
         h_steps, c_steps = [None] * steps, [None] * steps
         for t in (range(steps - 1, -1, -1) if direction else range(steps)):
-            i, f, g, o = torch.addmm(inputs[t], h, recurrent).chunk(4, dim=-1)
+            i, f, g, o = (inputs[t] + step_product(h, recurrent)).chunk(4, dim=-1)
             c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), torch.tanh(g)) * keep[t]
             h = torch.sigmoid(o) * torch.tanh(c)
             h_steps[t], c_steps[t] = h, c

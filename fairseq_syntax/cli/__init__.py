@@ -12,8 +12,11 @@ def training_config(argv):
     return convert_namespace_to_omegaconf(args)
 
 
+FAIRSEQ_LSTM = "lstm"
+
+
 def fairseq_lstm_args(embed_dim) -> list:
     """Task and architecture of fairseq's own ``lstm`` as the backbone's peer: bidirectional
     encoder, output projection to the embedding size (the backbone's defaults)."""
-    return ["--task", "translation", "--arch", "lstm", "--encoder-bidirectional",
+    return ["--task", "translation", "--arch", FAIRSEQ_LSTM, "--encoder-bidirectional",
             "--decoder-out-embed-dim", str(embed_dim)]

@@ -20,14 +20,14 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_syntax.cli import fairseq_lstm_args
+from fairseq_syntax.cli import FAIRSEQ_LSTM, fairseq_lstm_args
 from fairseq_syntax.cli.experiment import (
     DECODING, Row, prepare_multi30k, prepare_synthetic, read_train_log, score_split,
     tool_env, write_atomically,
 )
 from fairseq_syntax.user_dir import user_dir
 
-BACKBONE, LSTM = "attentional_rnn", "lstm"
+BACKBONE, LSTM = "attentional_rnn", FAIRSEQ_LSTM
 
 
 def model_args(name: str, args) -> List[str]:

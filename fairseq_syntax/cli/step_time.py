@@ -27,7 +27,6 @@ from typing import Dict, List
 
 from fairseq_syntax.user_dir import user_dir
 
-FAIRSEQ_LSTM = "lstm"
 RECIPE_SIZES = ("--encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-hidden-size 256 "
                 "--decoder-hidden-size 512 --dropout 0.3")
 
@@ -37,7 +36,7 @@ def build_run(databin: str, spec: str, model_args: List[str]):
     import torch
     from fairseq import tasks
 
-    from fairseq_syntax.cli import fairseq_lstm_args, training_config
+    from fairseq_syntax.cli import FAIRSEQ_LSTM, fairseq_lstm_args, training_config
 
     arch, _, criterion = spec.partition("+")
     task_arch = ["--task", "syntax_translation", "--arch", arch]

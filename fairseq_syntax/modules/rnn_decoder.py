@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from fairseq.models import FairseqIncrementalDecoder
 from torch import Tensor
 
+from fairseq_syntax.modules.lstm_cell import lstm_update
 from fairseq_syntax.modules.step_product import read_every_step, step_product
 
 STATE_KEY = "rnn_state"
@@ -176,6 +177,4 @@ class RNNDecoder(FairseqIncrementalDecoder):
 def lstm_cell(inputs: List[Tensor], c: Tensor, weight: Tensor, bias: Tensor) -> Tuple[Tensor, Tensor]:
     """``nn.LSTMCell``'s step (gates i, f, g, o) on ``[x; h]`` (``inputs``, concatenated), with
     ``weight = [W_ih W_hh]ᵀ`` and ``bias = b_ih + b_hh``."""
-    i, f, g, o = (step_product(torch.cat(inputs, dim=-1), weight) + bias).chunk(4, dim=-1)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(c), c
+    return lstm_update(step_product(torch.cat(inputs, dim=-1), weight) + bias, c)

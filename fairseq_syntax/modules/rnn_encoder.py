@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from fairseq.models import FairseqEncoder
 from torch import Tensor
 
+from fairseq_syntax.modules.lstm_cell import lstm_update
 from fairseq_syntax.modules.step_product import read_every_step, step_product
 
 # --left-pad-source is a switch without a value in fairseq: it flips the task's default
@@ -114,9 +115,9 @@ def lstm_states_and_cells(lstm: nn.LSTM, x: Tensor, real: Tensor) -> Tuple[Tenso
     ``nn.LSTM`` returns ``h_t`` for every step but ``c_t`` for the last step only, so this runs
     the same LSTM (its own weights and gate order i, f, g, o) step by step:
     ``c_t = f_t ⊙ c_{t-1} + i_t ⊙ g_t``, ``h_t = o_t ⊙ tanh(c_t)``, the input projection of all
-    steps one product (and the recurrent weights' gradient, :mod:`~fairseq_syntax.modules.step_product`). Zeroing ``c`` at padding zeroes ``h`` there too and restarts the backward
-    direction from zero state at each sentence's last token: ``h`` equals ``nn.LSTM``'s output on
-    the packed sequence.
+    steps one product, and so is the recurrent weights' gradient (:mod:`~fairseq_syntax.modules.step_product`).
+    Zeroing ``h`` and ``c`` at padding restarts the backward direction from zero state at each
+    sentence's last token: ``h`` equals ``nn.LSTM``'s output on the packed sequence.
     """
     if lstm.num_layers != 1 or not lstm.batch_first or lstm.proj_size:
         raise ValueError("states and cells of every position: a one-layer batch-first LSTM only")
@@ -131,9 +132,8 @@ def lstm_states_and_cells(lstm: nn.LSTM, x: Tensor, real: Tensor) -> Tuple[Tenso
         h = c = x.new_zeros(x.size(0), lstm.hidden_size)
         h_steps, c_steps = [None] * steps, [None] * steps
         for t in (range(steps - 1, -1, -1) if direction else range(steps)):
-            i, f, g, o = (inputs[t] + step_product(h, recurrent)).chunk(4, dim=-1)
-            c = torch.addcmul(torch.sigmoid(f) * c, torch.sigmoid(i), torch.tanh(g)) * keep[t]
-            h = torch.sigmoid(o) * torch.tanh(c)
+            h, c = lstm_update(inputs[t] + step_product(h, recurrent), c)
+            h, c = h * keep[t], c * keep[t]
             h_steps[t], c_steps[t] = h, c
         states.append(torch.stack(h_steps, dim=1))
         cells.append(torch.stack(c_steps, dim=1))

@@ -413,6 +413,34 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_only_with_the_same_comma
     assert row.error == "stop after the training command"
 
 
+def test_a_resumed_run_records_the_training_time_of_every_attempt(tmp_path, monkeypatch):
+    """fairseq restarts its wall clock on resume; the record takes the checkpoint's sum."""
+    import torch
+
+    args = experiment.parse_args(["--corpus", "synthetic", "--workdir", str(tmp_path)])
+    (method,) = experiment.select_methods("attentional_rnn")
+    save = experiment.run_dir(args, method.key, 1)
+    last = os.path.join(save, "checkpoint_last.pt")
+
+    def fake_tool(cmd, log_path, env, stdout_path=None):
+        if cmd[0] != "fairseq-train":
+            raise RuntimeError("stop after the training command")
+        torch.save({"extra_state": {"previous_training_time": 4321.5}}, last)
+
+    monkeypatch.setattr(experiment, "run_tool", fake_tool)
+    monkeypatch.setattr(experiment, "read_train_log", lambda path: {})
+    corpus = experiment.Corpus("synthetic", "bin", {})
+    (row, _, _), = experiment.run_method(method, 1, corpus, args, {})  # fresh: its own wall time
+    assert row.train_seconds < 60
+    (row, _, _), = experiment.run_method(method, 1, corpus, args, {})  # trained: not again
+    stamp_path = os.path.join(save, experiment.RUN_STAMP)
+    stamp = json.loads(open(stamp_path).read())
+    del stamp["train_seconds"]  # as if interrupted after an epoch
+    open(stamp_path, "w").write(json.dumps(stamp))
+    (row, _, _), = experiment.run_method(method, 1, corpus, args, {})
+    assert row.train_seconds == 4321.5
+
+
 # --------------------------------------------------------------------- Transformer family
 
 # the settings the committed RNN records were written with (docs/results/synthetic,

@@ -63,6 +63,7 @@ import argparse
 import concurrent.futures
 import datetime
 import json
+import logging
 import multiprocessing
 import os
 import platform
@@ -775,8 +776,7 @@ def score_split(row: Row, prefix: str, corpus: Corpus, split: Split, gen_out: st
     row.bleu_signature, row.chrf_signature = str(bleu.get_signature()), str(chrf.get_signature())
     setattr(row, prefix + "ribes", ribes_of(read_lines(split.ref_tok), hyps_tok))
     if corpus.glue_table and not prefix:  # comparable with published tokenised BLEU
-        row.bleu_tok = BLEU(tokenize="none").corpus_score(
-            hyps_tok, [read_lines(split.ref_tok)]).score
+        row.bleu_tok = tokenised_bleu(hyps_tok, read_lines(split.ref_tok))
     if corpus.name == "synthetic":
         from fairseq_syntax.data.synthetic_corpus import agreement_report
         from fairseq_syntax.syntax.conllu_io import read_conllu_trees
@@ -788,6 +788,20 @@ def score_split(row: Row, prefix: str, corpus: Corpus, split: Split, gen_out: st
                 report.long_distance_accuracy if report.long_distance_total else None)
         setattr(row, prefix + "agreement_long_counts",
                 f"{report.long_distance_correct}/{report.long_distance_total}")
+
+
+def tokenised_bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
+    """BLEU of already tokenised text (``tokenize="none"``), without sacreBLEU's warning
+    that the text looks tokenised: here it is meant to be."""
+    from sacrebleu.metrics import BLEU
+
+    sacrelogger = logging.getLogger("sacrebleu")
+    level = sacrelogger.level
+    sacrelogger.setLevel(logging.ERROR)
+    try:
+        return BLEU(tokenize="none").corpus_score(list(hyps), [list(refs)]).score
+    finally:
+        sacrelogger.setLevel(level)
 
 
 def score_alignments(generate_out: str, gold: str) -> dict:
@@ -843,7 +857,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
             row.train_seconds = old["train_seconds"]
         else:
             run_tool(cmd, log, env, stdout_path=os.path.join(save, "train.out"))
-            row.train_seconds = round(time.time() - start, 1)
+            row.train_seconds = round(training_seconds(last) if resume else time.time() - start, 1)
             write_atomically(stamp, json.dumps({"train": shown(cmd),
                                                 "train_seconds": row.train_seconds}) + "\n")
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
@@ -884,6 +898,15 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
         results[-1][0].error = str(err) if isinstance(err, RuntimeError) else \
             f"{type(err).__name__}: {err} (see {log})"
     return results
+
+
+def training_seconds(checkpoint: str) -> float:
+    """fairseq's training time up to ``checkpoint``, summed over every process that trained
+    towards it (``extra_state["previous_training_time"]``): a resumed run's whole time."""
+    import torch
+
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)  # fairseq's own file
+    return float(state["extra_state"]["previous_training_time"])
 
 
 def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str,

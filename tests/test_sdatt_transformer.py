@@ -58,7 +58,7 @@ def test_distance_rows_interpolate_between_integer_positions():
     assert rows[0, 0].tolist() == [3, 2, 1, 1, 1, 1, E]
     assert rows[0, 1].tolist() == DISTANCES[0, 0].tolist()
     assert rows[0, 2].tolist() == DISTANCES[0, 6].tolist()  # p = J: eos's own row
-    assert rows[0, 3].tolist() == [501.5, 501, 500.5, 500.5, 500, 500, 500]
+    assert rows[0, 3].tolist() == DISTANCES[0, 6].tolist()  # last word..eos: the nearest row
     # B, p = 1.25: 3/4 of ea's row and 1/4 of ts's row (the same word: the same row)
     assert rows[1, 0].tolist() == [1, 0, 0, E, P, P, P]
     assert rows[1, 1].tolist() == DISTANCES[1, 3].tolist()
@@ -106,13 +106,13 @@ def weights_of(logits):
 def test_equal_scores_by_hand():
     """A at p = 2.5, every score 0.3, n = 4, σ = 2: N = positions 0-5 (distances 3, 2, 1,
     1, 1, 1; eos at 1000 is out), weights ∝ e^(-d²/8) = 0.3247, 0.6065, 0.8825 (×4), sum
-    4.4612: 0.07277, 0.13596, 0.19782 (×4), 0. At p = 5.5 the row is ~500 everywhere:
-    the nearest positions (ban, ana, eos at 500) form N alone, uniform weights."""
+    4.4612: 0.07277, 0.13596, 0.19782 (×4), 0. At p = 5.5, between the last word and eos,
+    the row is eos's own (the nearest): N is eos alone."""
     rows = distance_rows(DISTANCES, torch.tensor([[2.5, 5.5], [0.0, 0.0]]), LAST)
     scores = torch.full((2, 1, 2, 7), 0.3)
     w = weights_of(syntax_distance_logits(scores, rows[:, None], PADDING, 4.0, 2.0))
     assert w[0, 0, 0].tolist() == pytest.approx([0.07277, 0.13596] + [0.19782] * 4 + [0], abs=1e-5)
-    assert w[0, 0, 1].tolist() == pytest.approx([0, 0, 0, 0, 1 / 3, 1 / 3, 1 / 3], abs=1e-6)
+    assert w[0, 0, 1].tolist() == pytest.approx([0, 0, 0, 0, 0, 0, 1], abs=1e-6)
     # B at p = 0: monkey (0) and eats (1), both pieces of eats at distance 1; padding 0
     g = [1, math.exp(-1 / 8), math.exp(-1 / 8)]
     assert w[1, 0, 0].tolist() == pytest.approx([x / sum(g) for x in g] + [0, 0, 0, 0], abs=1e-6)
@@ -251,7 +251,8 @@ def numpy_cross_attention(attn, query, key, heads_k, n, sigma, double):
                 p = J / (1 + math.exp(-logit))
                 lo = int(math.floor(p))
                 hi = min(lo + 1, J)
-                row = (1 - (p - lo)) * dist[b, lo] + (p - lo) * dist[b, hi]
+                t_hi = p - lo if hi < J else float(p - lo >= 0.5)  # last word..eos: nearest row
+                row = (1 - t_hi) * dist[b, lo] + t_hi * dist[b, hi]
                 nearest = min(row[j] for j in real)
                 limit = max(n, nearest)
                 # times exp(nearest² / 2σ²), which cancels (see reference_weights)

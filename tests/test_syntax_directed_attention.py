@@ -179,6 +179,37 @@ def test_interpolated_row_and_its_neighbourhood():
     assert end_position.grad.abs().max() < 10
 
 
+def test_between_the_last_word_and_eos_the_row_is_the_nearest_one():
+    """eos is EOS_DISTANCE from every word: interpolating its row with the last word's left
+    the last word alone in the neighbourhood and gave p, for t < ~0.003, gradients 100-300
+    times the largest between two words. There the nearest row is taken: no gradient."""
+    dist = torch.full((1, 9, 9), EOS_DISTANCE)  # the hand tree's first 8 words, then eos
+    dist[:, :8, :8] = tree_distances(HAND_HEADS[:, :8])
+    dist[0, 8, 8] = 0
+    pad = torch.zeros(1, 9, dtype=torch.bool)
+    last = torch.tensor([8.0])
+    g = torch.Generator().manual_seed(0)
+    scores, upstream = 5 * torch.randn(1, 9, generator=g), torch.randn(1, 9, generator=g)
+    for t, nearest in [(0.0, 7), (0.0005, 7), (0.002, 7), (0.3, 7), (0.5, 8), (0.9, 8), (1.0, 8)]:
+        position = torch.tensor([7.0 + t], requires_grad=True)
+        row = distance_row(dist, position, last)
+        assert torch.equal(row[0], dist[0, nearest].float())
+        for reading in GAUSSIAN_READINGS:
+            weights = syntax_directed_weights(scores, distance_row(dist, position, last), pad, 4,
+                                              gaussian_on=reading)
+            assert torch.equal(weights.detach(), syntax_directed_weights(
+                scores, dist[:, nearest].float(), pad, 4, gaussian_on=reading))
+            (weights * upstream).sum().backward()
+            assert position.grad.abs().max() == 0
+            position.grad = None
+    # between two words the row is still interpolated and p gets its gradient
+    position = torch.tensor([6.25], requires_grad=True)
+    row = distance_row(dist, position, last)
+    assert torch.allclose(row[0], 0.75 * dist[0, 6].float() + 0.25 * dist[0, 7].float())
+    (syntax_directed_weights(scores, row, pad, 4) * upstream).sum().backward()
+    assert position.grad.abs().max() > 0
+
+
 def test_neighbourhood_is_never_empty():
     # words 0 and 1 are 6 arcs apart (0-2-3-4-5-6-1): at p = 0.25 every interpolated
     # distance is >= 1.5 > n = 1; the nearest word (at the row's minimum) keeps the weight
@@ -198,7 +229,7 @@ def test_neighbourhood_is_never_empty():
 def test_padding_gets_no_weight_and_position_gets_a_gradient():
     # one piece per word and p between two words, so that the interpolated row changes
     # with p (the rows of two pieces of one word are equal, and between the last word
-    # and eos the Gaussian of EOS_DISTANCE underflows: p gets no gradient there)
+    # and eos the row is the nearest one: p gets no gradient there)
     lengths = [9, 6]
     dist = random_tree_distances(lengths, 9, max_pieces=1)
     pad = torch.arange(9).unsqueeze(0) >= torch.tensor(lengths).unsqueeze(1)

@@ -8,7 +8,7 @@ centre at ``eos`` sees ``eos`` alone.  Functions give the weights; :class:`Local
 :class:`SyntaxDirectedWeights` add the predictor; :class:`LocalAttentionLayer` is the
 single-context layer (double context: :mod:`~fairseq_syntax.modules.double_context`).
 """
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -67,12 +67,26 @@ def local_p_weights(scores: Tensor, position: Tensor, padding_mask: Tensor, wind
     return align * gaussian(offset, sigma).type_as(align)
 
 
+def row_interpolation(position: Tensor, last: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """Rows ``⌊p⌋``, ``⌈p⌉`` (long) and the weight ``t`` of ``⌈p⌉`` giving ``M[p]`` at a real
+    ``p ∈ [0, J]`` (``J``: eos; ``last`` broadcasts to ``position``).  Linear between two words'
+    rows, so eq. 5's predictor gets a gradient; between the last word and eos the nearest row
+    (``t`` 0 or 1): eos is ``EOS_DISTANCE`` from every word, so interpolating there leaves the
+    last word alone in the neighbourhood and, for ``t`` below ~0.003, gives ``p`` a gradient
+    100-300 times the largest between two words."""
+    last = last.to(torch.long)
+    floor = torch.minimum(torch.floor(position.detach()).long(), last).clamp(min=0)
+    high = torch.minimum(floor + 1, last)
+    frac = position - floor.to(position.dtype)
+    return floor, high, torch.where(high.eq(last), frac.detach().ge(0.5).to(frac.dtype), frac)
+
+
 def distance_row(distances: Tensor, position: Tensor, last_position: Tensor,
                  interpolate: bool = True) -> Tensor:
     """Syntax-distance row ``M[p_i]`` (Chen et al. eq. 9) at a real-valued ``p_i``, ``[B, S]`` float.
 
-    ``interpolate``: ``(1 - t)·M[⌊p_i⌋] + t·M[min(⌊p_i⌋ + 1, J)]``, so ``p_i`` gets a gradient
-    through eq. 10; otherwise the nearest row (no gradient).  ``distances`` ``[B, S, S]`` long.
+    ``interpolate``: :func:`row_interpolation` (linear between words' rows, so ``p_i`` gets a
+    gradient through eq. 10); otherwise the nearest row (no gradient).  ``distances`` ``[B, S, S]`` long.
     """
     bsz, src_len = distances.shape[:2]
     last = last_position.to(torch.long).unsqueeze(1)
@@ -85,9 +99,8 @@ def distance_row(distances: Tensor, position: Tensor, last_position: Tensor,
     position = position.float().unsqueeze(1)
     if not interpolate:
         return rows(torch.floor(position + 0.5).long()).squeeze(1)
-    floor = torch.floor(position).detach().long()  # p <= J, so ⌊p⌋ is a real position
-    frac = position - floor.float()
-    both = rows(torch.cat([floor, floor + 1], dim=1))  # one gather for ⌊p⌋ and ⌈p⌉
+    floor, high, frac = row_interpolation(position, last)
+    both = rows(torch.cat([floor, high], dim=1))  # one gather for ⌊p⌋ and ⌈p⌉
     return both[:, 0] + frac * (both[:, 1] - both[:, 0])
 
 

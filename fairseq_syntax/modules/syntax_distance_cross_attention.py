@@ -25,6 +25,7 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
+from fairseq_syntax.modules.local_attention import row_interpolation
 from fairseq_syntax.syntax.side_values import EOS_DISTANCE, PAD_DISTANCE
 from fairseq_syntax.modules.transformer_decoder import SyntaxTransformerDecoder
 
@@ -57,15 +58,12 @@ def distance_rows(distances: Tensor, positions: Tensor, last_position: Tensor) -
 
     ``distances`` ``[B, S, S]`` long, ``positions`` ``[B, N]``, ``last_position`` ``[B]`` -> ``[B, N, S]``.
     """
-    bsz, src_len = distances.shape[:2]
-    positions = positions.float()
-    last = last_position.long().unsqueeze(1)
-    floor = torch.floor(positions.detach()).long()
-    index = torch.cat([torch.minimum(floor, last), torch.minimum(floor + 1, last)], dim=1).clamp(min=0)
+    src_len = distances.size(1)
+    floor, ceil, frac = row_interpolation(positions.float(), last_position.long().unsqueeze(1))
+    index = torch.cat([floor, ceil], dim=1)
     both = distances.gather(1, index.unsqueeze(2).expand(-1, -1, src_len)).float()
     low, high = both.split(positions.size(1), dim=1)
-    frac = (positions - floor.float()).unsqueeze(2)
-    return low + frac * (high - low)
+    return low + frac.unsqueeze(2) * (high - low)
 
 
 def syntax_distance_logits(scores: Tensor, rows: Tensor, padding_mask: Tensor,

@@ -99,9 +99,26 @@ def test_read_train_log_takes_the_lowest_validation(tmp_path):
     log.write_text("{'config': 'python repr, skipped'}\n" + "".join(
         json.dumps({"epoch": e, "valid_loss": loss, "valid_ppl": ppl,
                     "valid_num_updates": str(100 * e)}) + "\n"
-        for e, loss, ppl in ((1, "2.5", "4.1"), (2, "1.2", "1.3"), (3, "1.4", "1.5"))))
+        # epoch 2 twice: a run interrupted after it and resumed appends to the same log
+        for e, loss, ppl in ((1, "2.5", "4.1"), (2, "1.25", "1.35"), (2, "1.2", "1.3"),
+                             (3, "1.4", "1.5"))))
     assert read_train_log(str(log)) == {"valid_loss": 1.2, "valid_ppl": 1.3,
-                                        "train_epochs": 3, "train_updates": 300}
+                                        "train_epochs": 3, "train_updates": 300,
+                                        "valid_ppl_by_epoch": [4.1, 1.3, 1.5]}
+
+
+def test_epoch_table_has_a_line_per_run_with_a_curve():
+    def record(seed, curve):
+        return {"seed": seed, "scores": {"valid_ppl_by_epoch": curve}}
+
+    lines = experiment.epoch_table(
+        ["attentional_rnn", "tree2seq", "lookahead_concat"],
+        {"attentional_rnn": [record(1, [27.11, 11.39, 7.95])], "tree2seq": [record(1, [30.0, 12.5])],
+         "lookahead_concat": [record(1, [])]})
+    assert lines[3:] == ["| method | seed | 1 | 2 | 3 |", "| --- | ---: | ---: | ---: | ---: |",
+                         "| `attentional_rnn` | 1 | 27.11 | 11.39 | 7.95 |",
+                         "| `tree2seq` | 1 | 30.00 | 12.50 |  |"]
+    assert experiment.epoch_table(["lookahead_concat"], {"lookahead_concat": [record(1, [])]}) == []
 
 
 @pytest.fixture(scope="module")

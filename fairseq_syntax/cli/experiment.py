@@ -204,6 +204,7 @@ class Row:
     train_epochs: Optional[int] = None
     train_updates: Optional[int] = None
     train_seconds: Optional[float] = None
+    valid_ppl_by_epoch: List[float] = field(default_factory=list)  # epochs 1, 2, ...
     error: str = ""
 
 
@@ -422,9 +423,11 @@ def ribes_of(refs: Sequence[str], hyps: Sequence[str]) -> float:
 def read_train_log(path: str) -> dict:
     """From the JSON lines of fairseq-train's ``--log-format json --log-file`` (other lines
     skipped): the lowest validation loss and the perplexity of that epoch (the checkpoint
-    ``checkpoint_best.pt`` holds), the last epoch and the last update number."""
+    ``checkpoint_best.pt`` holds), the last epoch, the last update number and the validation
+    perplexity of every epoch (a resumed run's log repeats epochs: the last value counts)."""
     out = {"valid_loss": None, "valid_ppl": None, "train_epochs": None,
            "train_updates": None}
+    ppl_of_epoch: Dict[int, float] = {}
     for line in read_lines(path):
         if not line.startswith("{"):
             continue
@@ -438,9 +441,11 @@ def read_train_log(path: str) -> dict:
                 out["valid_loss"] = loss
                 out["valid_ppl"] = float(stats["valid_ppl"])
             out["train_epochs"] = int(stats["epoch"])
+            ppl_of_epoch[int(stats["epoch"])] = float(stats["valid_ppl"])
         for name in ("num_updates", "train_num_updates", "valid_num_updates"):
             if name in stats:
                 out["train_updates"] = int(float(stats[name]))
+    out["valid_ppl_by_epoch"] = [ppl_of_epoch[e] for e in sorted(ppl_of_epoch)]
     return out
 
 
@@ -888,7 +893,8 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
             variant = Row(key, method.arch, seed, valid_ppl=row.valid_ppl,  # decode only
                           valid_loss=row.valid_loss, valid_loss_floor=row.valid_loss_floor,
                           train_epochs=row.train_epochs, train_updates=row.train_updates,
-                          train_seconds=row.train_seconds)
+                          train_seconds=row.train_seconds,
+                          valid_ppl_by_epoch=row.valid_ppl_by_epoch)
             vcommands = {"train": commands["train"]}
             results.append((variant, vcommands, 0.0))
             decode_and_score(variant, corpus, ckpt, args, save, "." + file_key(key), extra,
@@ -1281,6 +1287,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         block, t_marked = transformer_section(corpus_name, transformer_rows, by_key, args)
         lines += ["", *block]
         marked |= t_marked
+    lines += epoch_table(every_row, by_key)
     lines += [
         "",
         "Cells: mean ± sample standard deviation (numpy `std(ddof=1)`) over the `seeds` runs of "
@@ -1298,6 +1305,24 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         lines += ["", "Runs that failed in the invocation that wrote this section (no record): "
                       + "; ".join(failures) + "."]
     return "\n".join(lines) + "\n"
+
+
+def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[str]:
+    """Validation perplexity after each epoch, a line per run that recorded it (``[]`` if
+    none did): how fast each method learns next to the backbone."""
+    runs = [(key, r) for key in rows for r in by_key.get(key, [])
+            if r["scores"].get("valid_ppl_by_epoch")]
+    if not runs:
+        return []
+    epochs = max(len(r["scores"]["valid_ppl_by_epoch"]) for _, r in runs)
+    lines = ["", "Validation perplexity after each epoch (runs whose record has it):", "",
+             "| method | seed | " + " | ".join(str(e) for e in range(1, epochs + 1)) + " |",
+             "| --- | ---: |" + " ---: |" * epochs]
+    for key, r in runs:
+        ppl = r["scores"]["valid_ppl_by_epoch"]
+        cells = [f"{v:.2f}" for v in ppl] + [""] * (epochs - len(ppl))
+        lines.append(f"| `{key}` | {r['seed']} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def results_table(rows: Sequence[str], by_key: Dict[str, List[dict]], columns, backbone: str

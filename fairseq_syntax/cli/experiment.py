@@ -1287,7 +1287,8 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         block, t_marked = transformer_section(corpus_name, transformer_rows, by_key, args)
         lines += ["", *block]
         marked |= t_marked
-    lines += epoch_table(every_row, by_key)
+    decode_only = {key for m in methods for key, _ in m.variants}  # a trained row's curve
+    lines += epoch_table([k for k in every_row if k not in decode_only], by_key)
     lines += [
         "",
         "Cells: mean ± sample standard deviation (numpy `std(ddof=1)`) over the `seeds` runs of "

@@ -37,12 +37,13 @@ def _lines(path):
 
 
 def _table(text):
-    """Rows of the first Markdown table in ``text`` as {method: cells}."""
+    """Rows of the Markdown tables in ``text`` as {method: cells}, each method's first row
+    (the results tables come before the per-epoch table)."""
     rows = {}
     for line in text.splitlines():
         m = re.match(r"\| `([^`]+)` \| (.*) \|$", line)
         if m:
-            rows[m.group(1)] = [c.strip() for c in m.group(2).split("|")]
+            rows.setdefault(m.group(1), [c.strip() for c in m.group(2).split("|")])
     return rows
 
 
@@ -201,6 +202,9 @@ def test_experiment_table_equals_scorers(experiment_run):
                  if line.startswith("{") and "valid_ppl" in line]
         best = min(valid, key=lambda v: float(v["valid_loss"]))
         assert ppl_cell == f"{float(best['valid_ppl']):.2f}"
+        curve = [float(v["valid_ppl"]) for v in valid]  # one validation per epoch
+        assert scores["valid_ppl_by_epoch"] == curve and curve
+        assert f"| `{key}` | 1 | " + " | ".join(f"{v:.2f}" for v in curve) in section
         assert loss_cell == f"{float(best['valid_loss']):.3f}"
         assert f"--path {run}/checkpoint_best.pt " in record["commands"]["generate_test"]
         vocab = len(Dictionary.load(str(work / "data-bin" / "dict.vf.txt")))

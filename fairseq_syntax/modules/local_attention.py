@@ -81,27 +81,29 @@ def row_interpolation(position: Tensor, last: Tensor) -> Tuple[Tensor, Tensor, T
     return floor, high, torch.where(high.eq(last), frac.detach().ge(0.5).to(frac.dtype), frac)
 
 
+def distance_rows(distances: Tensor, positions: Tensor, last_position: Tensor) -> Tensor:
+    """Syntax-distance rows ``M[p]`` (Chen et al. eq. 9) at real-valued ``p``, interpolated by
+    :func:`row_interpolation`: ``distances`` ``[B, S, S]`` long, ``positions`` ``[B, N]``,
+    ``last_position`` ``[B]`` -> ``[B, N, S]`` float."""
+    src_len = distances.size(1)
+    floor, ceil, frac = row_interpolation(positions.float(), last_position.long().unsqueeze(1))
+    index = torch.cat([floor, ceil], dim=1)  # one gather for ⌊p⌋ and ⌈p⌉
+    both = distances.gather(1, index.unsqueeze(2).expand(-1, -1, src_len)).float()
+    low, high = both.split(positions.size(1), dim=1)
+    return low + frac.unsqueeze(2) * (high - low)
+
+
 def distance_row(distances: Tensor, position: Tensor, last_position: Tensor,
                  interpolate: bool = True) -> Tensor:
-    """Syntax-distance row ``M[p_i]`` (Chen et al. eq. 9) at a real-valued ``p_i``, ``[B, S]`` float.
-
-    ``interpolate``: :func:`row_interpolation` (linear between words' rows, so ``p_i`` gets a
-    gradient through eq. 10); otherwise the nearest row (no gradient).  ``distances`` ``[B, S, S]`` long.
+    """``M[p_i]`` at one real-valued ``p_i`` per sentence, ``[B, S]`` float: :func:`distance_rows`
+    (``p_i`` gets a gradient through eq. 10), or with ``interpolate=False`` the nearest row (no
+    gradient).  ``distances`` ``[B, S, S]`` long, ``position`` and ``last_position`` ``[B]``.
     """
-    bsz, src_len = distances.shape[:2]
-    last = last_position.to(torch.long).unsqueeze(1)
-
-    def rows(index: Tensor) -> Tensor:
-        """``[B, k]`` row indices (clamped to real positions) -> ``[B, k, S]`` float rows."""
-        index = torch.minimum(index, last).clamp(min=0)
-        return distances.gather(1, index.unsqueeze(2).expand(-1, -1, src_len)).float()
-
-    position = position.float().unsqueeze(1)
-    if not interpolate:
-        return rows(torch.floor(position + 0.5).long()).squeeze(1)
-    floor, high, frac = row_interpolation(position, last)
-    both = rows(torch.cat([floor, high], dim=1))  # one gather for ⌊p⌋ and ⌈p⌉
-    return both[:, 0] + frac * (both[:, 1] - both[:, 0])
+    if interpolate:
+        return distance_rows(distances, position.unsqueeze(1), last_position).squeeze(1)
+    nearest = torch.floor(position.float() + 0.5).long()
+    nearest = torch.minimum(nearest, last_position.long()).clamp(min=0)
+    return distances.gather(1, nearest[:, None, None].expand(-1, 1, distances.size(2))).squeeze(1).float()
 
 
 GAUSSIAN_READINGS = ("scores", "weights")

@@ -25,7 +25,7 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
-from fairseq_syntax.modules.local_attention import row_interpolation
+from fairseq_syntax.modules.local_attention import distance_rows
 from fairseq_syntax.syntax.side_values import EOS_DISTANCE, PAD_DISTANCE
 from fairseq_syntax.modules.transformer_decoder import SyntaxTransformerDecoder
 
@@ -51,19 +51,6 @@ class HeadPositionPredictor(nn.Module):
         hidden = torch.tanh(self.proj(query)).view(tgt_len, bsz, self.heads, self.hidden_dim)
         logit = (hidden.float() * self.v.float()).sum(-1)  # [T, B, K], float32 as p's precision matters
         return last_position.float()[:, None, None] * torch.sigmoid(logit).permute(1, 2, 0)
-
-
-def distance_rows(distances: Tensor, positions: Tensor, last_position: Tensor) -> Tensor:
-    """``M[p]`` at real ``p``, interpolated as :func:`~fairseq_syntax.modules.local_attention.distance_row`.
-
-    ``distances`` ``[B, S, S]`` long, ``positions`` ``[B, N]``, ``last_position`` ``[B]`` -> ``[B, N, S]``.
-    """
-    src_len = distances.size(1)
-    floor, ceil, frac = row_interpolation(positions.float(), last_position.long().unsqueeze(1))
-    index = torch.cat([floor, ceil], dim=1)
-    both = distances.gather(1, index.unsqueeze(2).expand(-1, -1, src_len)).float()
-    low, high = both.split(positions.size(1), dim=1)
-    return low + frac.unsqueeze(2) * (high - low)
 
 
 def syntax_distance_logits(scores: Tensor, rows: Tensor, padding_mask: Tensor,

@@ -14,8 +14,8 @@ architecture                ``--attention-type``        paper's name
 
 Paper defaults: ``D = 10``, ``σ = D/2``; ``n = 4``, ``σ = n/2``.  ``M[p_i]`` is interpolated so the
 predictor learns (``--syntax-row nearest``: the nearest row).  ``--syntax-gaussian``: eq. 10's
-Gaussian on the scores (default, chosen by measurement, see ``DEFAULT_GAUSSIAN_READING``) or on
-the weights; local-p always multiplies its window softmax (eq. 6).  Distances are between words
+Gaussian on the scores or on the weights (default, chosen by measurement, see
+``DEFAULT_GAUSSIAN_READING``); local-p always multiplies its window softmax (eq. 6).  Distances are between words
 (DESIGN.md §2); eos is outside every neighbourhood but stays in the global context.
 """
 from dataclasses import dataclass, field
@@ -87,7 +87,8 @@ class SyntaxDirectedRNNConfig(AttentionalRNNConfig):
                   "0, so farther words can gain weight); 'weights' multiplies the softmax "
                   "weights and renormalises within the neighbourhood, i.e. adds "
                   "-M^2 / 2 sigma^2 to the logits (nearer words never lose weight), as the "
-                  "paper's text and Luong's local-p have it"},
+                  "paper's text and Luong's local-p have it; the default, as 'scores' can diverge in "
+                  "training (measurements: DEFAULT_GAUSSIAN_READING)"},
     )
 
 

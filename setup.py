@@ -30,7 +30,7 @@ setup(
         "matplotlib>=3.7,<4",  # heatmaps of look-ahead attention and syntax gates
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6.80"],
+        "test": ["pytest>=7", "pytest-timeout>=2.1,<3", "hypothesis>=6.80"],
     },
     entry_points={
         "console_scripts": [

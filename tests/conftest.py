@@ -86,3 +86,14 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+TEST_TIMEOUT_S = 900
+"""A test still running after this long has hung (the slowest, the learning-parity run, takes
+about 4 minutes on a loaded 2-core machine): pytest-timeout fails it and the suite goes on."""
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TEST_TIMEOUT_S))

@@ -61,7 +61,11 @@ def train_on_two_ranks(command, save_dir):
         ])
         ranks.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                       env=dict(os.environ, OMP_NUM_THREADS="1")))
-    outputs = [p.communicate(timeout=300)[0] for p in ranks]
+    try:  # a rank whose peer died waits for it: never leave one running
+        outputs = [p.communicate(timeout=300)[0] for p in ranks]
+    finally:
+        for p in ranks:
+            p.kill()
     for p, out in zip(ranks, outputs):
         assert p.returncode == 0, out[-4000:]
 

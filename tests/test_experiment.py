@@ -13,7 +13,8 @@ from fairseq.data import Dictionary
 from sacrebleu.metrics import BLEU
 
 from conftest import run_cli
-from fairseq_syntax.cli import experiment
+from fairseq_syntax.cli import experiment, parity
+from fairseq_syntax.cli.parity import LSTM
 from fairseq_syntax.cli.experiment import read_train_log, smoothed_loss_floor, update_results
 from fairseq_syntax.data.synthetic_corpus import agreement_report
 from fairseq_syntax.syntax.conllu_io import read_conllu_trees
@@ -334,7 +335,7 @@ def test_multi30k_defaults_and_train_command():
             args.max_tokens) == (12, None, 256, 256, 512, 0.3, 0.002, 5.0, 0.1, 4000)
     keys = experiment.method_keys(experiment.select_methods(args.methods))
     assert sorted(keys) == sorted([
-        "attentional_rnn", "sdatt_double_syntax", "lookahead_concat", "sa_nmt_hard",
+        "attentional_rnn", "lstm", "sdatt_double_syntax", "lookahead_concat", "sa_nmt_hard",
         "sa_nmt_shared", "tree2seq", "tree2seq+length_prior",
         "attentional_rnn+supervised_attention"])
     assert args.results_dir.endswith("docs/results/multi30k")
@@ -351,6 +352,31 @@ def test_multi30k_defaults_and_train_command():
         2400, None, 1.0, [1])
     assert experiment.record_path("d", "tree2seq+length_prior", 2) == \
         "d/tree2seq_length_prior.seed2.json"
+
+
+def test_fairseq_lstm_is_trained_as_the_backbones_peer():
+    """``--methods lstm``: fairseq's own lstm with the backbone's sizes, optimiser, batches and
+    budget, built as fairseq-syntax-parity and fairseq-syntax-step-time build it, decoded under
+    ``--task translation``, and its step time measured against the backbone's."""
+    args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
+    (lstm,) = experiment.select_methods("lstm")
+    (backbone,) = experiment.select_methods("attentional_rnn")
+    corpus = experiment.Corpus("multi30k", "bin", {})
+    cmd = experiment.train_command(lstm, corpus, args, "save", seed=1)
+    ours = experiment.train_command(backbone, corpus, args, "save", seed=1)
+    assert cmd[cmd.index("--task"):cmd.index("--criterion")] == [
+        "--task", "translation", "--arch", "lstm", "--encoder-bidirectional",
+        "--decoder-out-embed-dim", "256"]
+    assert cmd[cmd.index("--criterion"):] == ours[ours.index("--criterion"):]
+    assert parity.train_command(LSTM, "bin", parity.get_parser().parse_args(
+        ["--corpus", "multi30k", "--workdir", "w"]), "save")[:11] == cmd[:11]
+    generate = experiment.generate_command(corpus, "ckpt", args, task=lstm.task)
+    assert generate[generate.index("--task") + 1] == "translation"
+    assert "--required-batch-size-multiple" in generate
+    assert experiment.step_time_batches_of(lstm, args) == 8
+    settings = experiment.run_settings(lstm, lstm.key, args, "corpus")
+    assert settings == dict(experiment.run_settings(backbone, backbone.key, args, "corpus"),
+                            method="lstm", arch="lstm")
 
 
 def test_a_method_with_model_args_trains_with_them_and_records_them():

@@ -78,6 +78,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from fairseq_syntax.cli import FAIRSEQ_LSTM, fairseq_lstm_args
 from fairseq_syntax.data.side_files import FORMAT_VERSION
 from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpus
 from fairseq_syntax.user_dir import user_dir
@@ -109,7 +110,7 @@ DEFAULT_METHODS = {
         "attentional_rnn", "attentional_rnn+supervised_attention", "sdatt_double_syntax",
         "sa_nmt_shared", "sa_nmt_hard", "tree2seq", "lookahead_concat"]),
     "multi30k": ",".join([
-        "attentional_rnn", "sdatt_double_syntax", "lookahead_concat", "sa_nmt_hard",
+        "attentional_rnn", "lstm", "sdatt_double_syntax", "lookahead_concat", "sa_nmt_hard",
         "sa_nmt_shared", "tree2seq", "tree2seq+length_prior",
         "attentional_rnn+supervised_attention"]),
 }
@@ -219,6 +220,8 @@ def all_methods() -> List[Method]:
         if m.arch == "tree2seq":
             m.variants.append(("tree2seq+length_prior", ["--length-prior"]))
     methods[1:1] = [
+        # fairseq's own lstm, the backbone's peer (issue 14): same sizes, batches and budget
+        Method(FAIRSEQ_LSTM, FAIRSEQ_LSTM, task="translation"),
         Method(f"{BACKBONE}+supervised_attention", BACKBONE, "supervised_attention_cross_entropy"),
         Method(f"{BACKBONE}+blackout", BACKBONE, "blackout"),
     ]
@@ -668,8 +671,8 @@ def train_command(method: Method, corpus: Corpus, args, save: str, seed: int) ->
         return transformer_train_command(method, corpus, args, save, seed)
     interval = max(1, args.updates // 10) if args.updates else 100
     return [
-        "fairseq-train", corpus.databin, "--user-dir", user_dir(), "--task", "syntax_translation",
-        "--arch", method.arch, *method.model_args, *criterion_args(method, args),
+        "fairseq-train", corpus.databin, "--user-dir", user_dir(), *rnn_task_arch(method, args),
+        *method.model_args, *criterion_args(method, args),
         *size_args(args), "--optimizer", "adam", "--lr", str(args.lr), "--clip-norm", str(args.clip_norm),
         "--max-tokens", str(args.max_tokens), *budget_args(args),
         "--seed", str(seed), "--num-workers", "0",
@@ -677,6 +680,14 @@ def train_command(method: Method, corpus: Corpus, args, save: str, seed: int) ->
         "--log-format", "json", "--log-file", os.path.join(save, "train.log.jsonl"),
         "--log-interval", str(interval), *device_args(args),
     ]
+
+
+def rnn_task_arch(method: Method, args) -> List[str]:
+    """``--task`` and ``--arch`` of an RNN run; fairseq's lstm as the backbone's peer
+    (bidirectional encoder, output projection to the embedding size)."""
+    if method.arch == FAIRSEQ_LSTM:
+        return fairseq_lstm_args(args.embed_dim)
+    return ["--task", method.task, "--arch", method.arch]
 
 
 def size_args(args) -> List[str]:
@@ -948,9 +959,11 @@ def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str,
 
 
 def step_time_batches_of(method: Method, args) -> int:
-    """Batches of the step-time measurement of ``method`` (0: not measured). Only for the
-    plugin's own task: fairseq-syntax-step-time builds runs of ``syntax_translation``."""
-    return args.step_time_batches if method.task == "syntax_translation" else 0
+    """Batches of the step-time measurement of ``method`` (0: not measured). fairseq-syntax-step-time
+    builds runs of ``syntax_translation`` and fairseq's lstm (for which the ratio's inverse is the
+    backbone's words/s over lstm's)."""
+    measured = method.task == "syntax_translation" or method.arch == FAIRSEQ_LSTM
+    return args.step_time_batches if measured else 0
 
 
 def induced_scores(row: Row, corpus: Corpus, ckpt: str, args, save: str, log: str,

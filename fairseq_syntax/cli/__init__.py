@@ -20,3 +20,11 @@ def fairseq_lstm_args(embed_dim) -> list:
     encoder, output projection to the embedding size (the backbone's defaults)."""
     return ["--task", "translation", "--arch", FAIRSEQ_LSTM, "--encoder-bidirectional",
             "--decoder-out-embed-dim", str(embed_dim)]
+
+
+def task_arch_args(arch: str, embed_dim, task: str = "syntax_translation") -> list:
+    """``--task`` and ``--arch`` of a run of ``arch``; fairseq's lstm as the backbone's peer
+    (:func:`fairseq_lstm_args`)."""
+    if arch == FAIRSEQ_LSTM:
+        return fairseq_lstm_args(embed_dim)
+    return ["--task", task, "--arch", arch]

@@ -78,7 +78,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from fairseq_syntax.cli import FAIRSEQ_LSTM, fairseq_lstm_args
+from fairseq_syntax.cli import FAIRSEQ_LSTM, task_arch_args
 from fairseq_syntax.data.side_files import FORMAT_VERSION
 from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpus
 from fairseq_syntax.user_dir import user_dir
@@ -671,7 +671,8 @@ def train_command(method: Method, corpus: Corpus, args, save: str, seed: int) ->
         return transformer_train_command(method, corpus, args, save, seed)
     interval = max(1, args.updates // 10) if args.updates else 100
     return [
-        "fairseq-train", corpus.databin, "--user-dir", user_dir(), *rnn_task_arch(method, args),
+        "fairseq-train", corpus.databin, "--user-dir", user_dir(),
+        *task_arch_args(method.arch, args.embed_dim, method.task),
         *method.model_args, *criterion_args(method, args),
         *size_args(args), "--optimizer", "adam", "--lr", str(args.lr), "--clip-norm", str(args.clip_norm),
         "--max-tokens", str(args.max_tokens), *budget_args(args),
@@ -680,14 +681,6 @@ def train_command(method: Method, corpus: Corpus, args, save: str, seed: int) ->
         "--log-format", "json", "--log-file", os.path.join(save, "train.log.jsonl"),
         "--log-interval", str(interval), *device_args(args),
     ]
-
-
-def rnn_task_arch(method: Method, args) -> List[str]:
-    """``--task`` and ``--arch`` of an RNN run; fairseq's lstm as the backbone's peer
-    (bidirectional encoder, output projection to the embedding size)."""
-    if method.arch == FAIRSEQ_LSTM:
-        return fairseq_lstm_args(args.embed_dim)
-    return ["--task", method.task, "--arch", method.arch]
 
 
 def size_args(args) -> List[str]:

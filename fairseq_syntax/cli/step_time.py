@@ -36,13 +36,11 @@ def build_run(databin: str, spec: str, model_args: List[str]):
     import torch
     from fairseq import tasks
 
-    from fairseq_syntax.cli import FAIRSEQ_LSTM, fairseq_lstm_args, training_config
+    from fairseq_syntax.cli import task_arch_args, training_config
 
     arch, _, criterion = spec.partition("+")
-    task_arch = ["--task", "syntax_translation", "--arch", arch]
-    if arch == FAIRSEQ_LSTM:
-        sizes = dict(zip(model_args, model_args[1:]))
-        task_arch = fairseq_lstm_args(sizes.get("--decoder-embed-dim", 512))
+    sizes = dict(zip(model_args, model_args[1:]))
+    task_arch = task_arch_args(arch, sizes.get("--decoder-embed-dim", 512))
     argv = [databin, "--user-dir", user_dir(), *task_arch, *model_args,
             "--criterion", criterion or "cross_entropy", "--cpu"]
     cfg = training_config(argv)

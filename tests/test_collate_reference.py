@@ -112,6 +112,17 @@ def test_word_distances_equal_the_reference(batch_size, extra_width, hostile, se
     assert_identical(word_distances(heads, words), reference_word_distances(heads, words))
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.integers(60, 150), st.booleans(), st.integers(0, 10**6))
+def test_word_distances_of_long_sentences_equal_the_reference(n, chain, seed):
+    """Over 64 positions the ancestor bitsets take more than one 64-bit word."""
+    rng = random.Random(seed)
+    heads = [[k - 1 if chain else rng.randint(-1, n - 1) for k in range(n)]]
+    words = [sorted(rng.randint(0, n) for _ in range(n - 1)) + [EOS_WORD]]
+    heads, words = torch.tensor(heads), torch.tensor(words)
+    assert_identical(word_distances(heads, words), reference_word_distances(heads, words))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 9), min_size=1, max_size=6), st.integers(0, 3), st.integers(0, 10**6))
 def test_padding_equals_the_reference(lengths, extra_width, seed):

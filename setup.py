@@ -10,7 +10,7 @@ setup(
     ),
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.8",
+    python_requires=">=3.9",
     packages=find_packages(include=["fairseq_syntax", "fairseq_syntax.*"])
     + ["fairseq_syntax_preprocess"],
     package_dir={"fairseq_syntax_preprocess": "preprocess"},
@@ -19,7 +19,7 @@ setup(
         "fairseq-fixed==0.12.3.1; python_version >= '3.11'",
         "fairseq==0.12.2; python_version < '3.11'",
         "torch>=2.6,<2.14",  # >= 2.6: checkpoints load with weights_only=True
-        "numpy>=1.24",
+        "numpy>=2.0,<3",  # np.bitwise_count (the collater's word distances)
         "sentencepiece>=0.1.99,<0.3",
         "sacrebleu>=2.3,<3",
         "networkx>=3.0,<4",

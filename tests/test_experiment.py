@@ -379,6 +379,24 @@ def test_fairseq_lstm_is_trained_as_the_backbones_peer():
                             method="lstm", arch="lstm")
 
 
+def test_fairseq_transformer_is_trained_as_the_transformer_backbones_peer():
+    """``--methods fairseq_transformer``: fairseq's own transformer under ``--task translation``,
+    with syntax_transformer's sizes, recipe, batches and budget."""
+    args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
+    (peer,) = experiment.select_methods("fairseq_transformer")
+    (backbone,) = experiment.select_methods("syntax_transformer")
+    corpus = experiment.Corpus("multi30k", "bin", {})
+    cmd = experiment.train_command(peer, corpus, args, "save", seed=1)
+    ours = experiment.train_command(backbone, corpus, args, "save", seed=1)
+    at = cmd.index("--task")
+    assert cmd[at:at + 4] == ["--task", "translation", "--arch", "transformer"]
+    assert ours[at:at + 4] == ["--task", "syntax_translation", "--arch", "syntax_transformer"]
+    assert cmd[:at] + cmd[at + 4:] == ours[:at] + ours[at + 4:]
+    assert "fairseq_transformer" in experiment.method_keys(experiment.select_methods("transformer"))
+    generate = experiment.generate_command(corpus, "ckpt", args, task=peer.task)
+    assert generate[generate.index("--task") + 1] == "translation"
+
+
 def test_a_method_with_model_args_trains_with_them_and_records_them():
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
     (method,) = experiment.select_methods("sdatt_double_syntax+gaussian_weights")
@@ -541,9 +559,10 @@ def test_transformer_methods_train_with_the_transformer_recipe():
     recipe = experiment.TRANSFORMER_RECIPES["synthetic"]
     methods = experiment.select_methods("transformer")
     # the registry's architectures at one size each (no _tiny/_iwslt_de_en presets), the
-    # supervised backbone and fairseq's transformer_align
+    # backbone's peer fairseq transformer, the supervised backbone and fairseq's transformer_align
     assert [m.key for m in methods] == [
-        "syntax_transformer", "syntax_transformer+supervised_attention", "transformer_align",
+        "syntax_transformer", "fairseq_transformer", "syntax_transformer+supervised_attention",
+        "transformer_align",
         "pascal_transformer", "sa_transformer", "sdatt_double_transformer", "sdatt_transformer",
         "tree2seq_transformer"]
     assert not any(m.family == "transformer" for m in experiment.select_methods(
@@ -575,8 +594,8 @@ def test_transformer_methods_train_with_the_transformer_recipe():
         supervised = method.key in ("syntax_transformer+supervised_attention", "transformer_align")
         assert (cmd[cmd.index("--alignment-layer"):cmd.index("--alignment-layer") + 4] == head
                 if supervised else "--alignment-layer" not in cmd)
-        assert value("--task") == ("translation" if method.key == "transformer_align"
-                                   else "syntax_translation")
+        assert value("--task") == ("translation" if method.key in (
+            "transformer_align", "fairseq_transformer") else "syntax_translation")
         assert ("--load-alignments" in cmd) == (method.key == "transformer_align")
     by_key = {m.key: m for m in methods}
     assert by_key["transformer_align"].criterion == "label_smoothed_cross_entropy_with_alignment"

@@ -85,6 +85,7 @@ from fairseq_syntax.user_dir import user_dir
 
 BACKBONE = "attentional_rnn"
 TRANSFORMER_BACKBONE = "syntax_transformer"
+FAIRSEQ_TRANSFORMER_PEER = "fairseq_transformer"  # fairseq's own transformer
 TREE_INDUCING = ("sa_nmt", "fa_nmt", "sa_transformer")  # arch prefixes whose encoders induce trees
 DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
 RECORD_FORMAT = "fairseq-syntax-experiment run, version 1"
@@ -238,11 +239,14 @@ def transformer_methods() -> List[Method]:
     under ``supervised_attention_cross_entropy`` (Mi et al. on the recipe's alignment head)
     and, to compare with it, fairseq's own ``transformer_align`` under
     ``label_smoothed_cross_entropy_with_alignment`` (``--task translation --load-alignments``:
-    fairseq reads the data-bin's ``{split}.align.{src}-{tgt}`` binaries; the same head)."""
+    fairseq reads the data-bin's ``{split}.align.{src}-{tgt}`` binaries; the same head).
+    fairseq's own ``transformer`` (``--task translation``) is the backbone's peer, as ``lstm``
+    is the RNN backbone's: same sizes, recipe, batches and budget."""
     from fairseq_syntax.cli.benchmark import transformer_architectures
 
     methods = [Method(a, a, family="transformer") for a in transformer_architectures()]
     methods[1:1] = [
+        Method(FAIRSEQ_TRANSFORMER_PEER, "transformer", family="transformer", task="translation"),
         Method(f"{TRANSFORMER_BACKBONE}+supervised_attention", TRANSFORMER_BACKBONE,
                "supervised_attention_cross_entropy", family="transformer", alignment_head=True),
         Method("transformer_align", "transformer_align",
@@ -1394,7 +1398,9 @@ def transformer_section(corpus_name: str, rows: Sequence[str], by_key: Dict[str,
         "(`syntax_transformer+supervised_attention`, Mi et al.'s squared distance) and "
         "fairseq's `transformer_align` (`label_smoothed_cross_entropy_with_alignment`, "
         "`--task translation --load-alignments`) supervise the same head: "
-        f"`{shlex.join(alignment_head_args(r))}`; their AER is that head's attention.",
+        f"`{shlex.join(alignment_head_args(r))}`; their AER is that head's attention. "
+        "`fairseq_transformer` is fairseq's own `transformer` (`--task translation`), the "
+        "backbone's peer.",
     ]
     example = next((x for k in [TRANSFORMER_BACKBONE, *rows] for x in by_key.get(k, [])), None)
     if example and example.get("commands", {}).get("train"):

@@ -8,7 +8,7 @@ import sys
 from sacrebleu.metrics import BLEU
 
 from conftest import REPO, run_cli
-from fairseq_syntax.cli import experiment
+from fairseq_syntax.experiment import corpora, methods, runs
 from fairseq_syntax.syntax.detokenize import detokenize_line, read_glue_table
 
 # '.' glues left, '(' right, '-' both ways, '!' exactly at the threshold, ',' below it
@@ -47,11 +47,11 @@ def test_experiment_detokenises_multi30k_hypotheses_in_process(tmp_path, monkeyp
     refs = ["Ein Mann (alt) spielt saftig-grünes Gras, schnell!", "Ein Hund."]
     (tmp_path / "ref").write_text("\n".join(refs) + "\n", encoding="utf-8")
     (tmp_path / "ref.tok").write_text(" ".join(TOKENS) + "\nEin Hund .\n", encoding="utf-8")
-    split = experiment.Split("test", str(tmp_path / "ref"), str(tmp_path / "ref.tok"), "")
-    corpus = experiment.Corpus("multi30k", "bin", {"test": split},
+    split = corpora.Split("test", str(tmp_path / "ref"), str(tmp_path / "ref.tok"), "")
+    corpus = corpora.Corpus("multi30k", "bin", {"test": split},
                                glue_table=str(tmp_path / "glue.de.json"))
-    row = experiment.Row("m", "m")
-    experiment.score_split(row, "", corpus, split, str(tmp_path / "generate.out"),
+    row = methods.Row("m", "m")
+    runs.score_split(row, "", corpus, split, str(tmp_path / "generate.out"),
                            str(tmp_path / "test"))
     hyps = [TEXT, "ein Hund."]
     assert (tmp_path / "test.hyp").read_text(encoding="utf-8") == "".join(h + "\n" for h in hyps)

@@ -14,8 +14,10 @@ from sacrebleu.metrics import BLEU
 
 from conftest import run_cli
 from fairseq_syntax.cli import experiment, parity
+from fairseq_syntax.experiment import corpora, methods, records, runs, tables
 from fairseq_syntax.cli.parity import LSTM
-from fairseq_syntax.cli.experiment import read_train_log, smoothed_loss_floor, update_results
+from fairseq_syntax.experiment.tables import update_results
+from fairseq_syntax.experiment.tools import read_train_log, smoothed_loss_floor
 from fairseq_syntax.data.synthetic_corpus import agreement_report
 from fairseq_syntax.syntax.conllu_io import read_conllu_trees
 from fairseq_syntax.syntax.tree_scores import read_gold_trees, score_corpus
@@ -113,14 +115,14 @@ def test_epoch_table_has_a_line_per_run_with_a_curve():
     def record(seed, curve):
         return {"seed": seed, "scores": {"valid_ppl_by_epoch": curve}}
 
-    lines = experiment.epoch_table(
+    lines = tables.epoch_table(
         ["attentional_rnn", "tree2seq", "lookahead_concat"],
         {"attentional_rnn": [record(1, [27.11, 11.39, 7.95])], "tree2seq": [record(1, [30.0, 12.5])],
          "lookahead_concat": [record(1, [])]})
     assert lines[3:] == ["| method | seed | 1 | 2 | 3 |", "| --- | ---: | ---: | ---: | ---: |",
                          "| `attentional_rnn` | 1 | 27.11 | 11.39 | 7.95 |",
                          "| `tree2seq` | 1 | 30.00 | 12.50 |  |"]
-    assert experiment.epoch_table(["lookahead_concat"], {"lookahead_concat": [record(1, [])]}) == []
+    assert tables.epoch_table(["lookahead_concat"], {"lookahead_concat": [record(1, [])]}) == []
 
 
 @pytest.fixture(scope="module")
@@ -233,9 +235,9 @@ def test_experiment_table_equals_scorers(experiment_run):
 
 
 def test_second_invocation_skips_and_changed_settings_rerun(experiment_run):
-    results, records, argv = (experiment_run[k] for k in ("results", "records", "argv"))
+    results, records_dir, argv = (experiment_run[k] for k in ("results", "records", "argv"))
     before = results.read_text()
-    backbone = records / "attentional_rnn.seed1.json"
+    backbone = records_dir / "attentional_rnn.seed1.json"
     first = json.loads(backbone.read_text())
     proc = run_cli(argv)  # same settings: every run is skipped, the same table
     assert "[skip] attentional_rnn seed 1" in proc.stderr
@@ -247,8 +249,8 @@ def test_second_invocation_skips_and_changed_settings_rerun(experiment_run):
     changed = dict(first, settings=dict(first["settings"], lr=0.1))
     backbone.write_text(json.dumps(changed))
     args = experiment.parse_args(argv[1:])
-    counted = experiment.table_records(experiment.read_records(str(records)), args,
-                                       experiment.corpus_description(args))
+    counted = tables.table_records(records.read_records(str(records_dir)), args,
+                                       corpora.corpus_description(args))
     assert set(counted) == {"sa_nmt_shared"}
     proc = run_cli(argv)
     assert "[start] attentional_rnn seed 1" in proc.stderr
@@ -261,22 +263,22 @@ def test_second_invocation_skips_and_changed_settings_rerun(experiment_run):
 
 
 def _record(args, description, key, seed, scores):
-    method = next(m for m in experiment.all_methods() if key in experiment.method_keys([m]))
-    return {"format": experiment.RECORD_FORMAT, "method": key, "seed": seed,
-            "settings": experiment.run_settings(method, key, args, description),
+    method = next(m for m in methods.all_methods() if key in methods.method_keys([m]))
+    return {"format": methods.RECORD_FORMAT, "method": key, "seed": seed,
+            "settings": runs.run_settings(method, key, args, description),
             "scores": scores, "commands": {}, "wall_seconds": 10.0,
             "date": "2026-01-0%dT00:00:00+00:00" % seed, "host": {"cpu": "test", "device": "cpu"},
             "run_dir": "runs", "data_bin": "bin", "experiment_command": "by hand"}
 
 
 def test_render_only_mean_sd_and_markers(tmp_path):
-    records, results = tmp_path / "records", tmp_path / "RESULTS.md"
-    records.mkdir()
-    argv = ["--corpus", "synthetic", "--render-only", "--results-dir", str(records),
+    records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
+    records_dir.mkdir()
+    argv = ["--corpus", "synthetic", "--render-only", "--results-dir", str(records_dir),
             "--results", str(results), "--methods",
             "attentional_rnn,sdatt_syntax,sa_nmt_shared,lookahead_concat"]
     args = experiment.parse_args(argv)
-    description = experiment.corpus_description(args)
+    description = corpora.corpus_description(args)
     bleu = {"attentional_rnn": [10.0, 11.5, 12.1],   # mean 11.2, sd 1.08
             "sdatt_syntax": [20.3, 21.0, 22.4],      # far above: marked
             "sa_nmt_shared": [11.0, 13.2, 10.7]}     # within 2 sd: not marked
@@ -288,16 +290,16 @@ def test_render_only_mean_sd_and_markers(tmp_path):
                       "train_seconds": 10.0 * seed}
             if key == "sa_nmt_shared":
                 scores.update(da=10.0 + seed, ua=20.0 + seed)
-            path = experiment.record_path(str(records), key, seed)
+            path = methods.record_path(str(records_dir), key, seed)
             with open(path, "w") as f:
                 json.dump(_record(args, description, key, seed, scores), f)
     # one seed only: its value alone, never marked however far from the backbone
-    with open(experiment.record_path(str(records), "fa_nmt", 1), "w") as f:
+    with open(methods.record_path(str(records_dir), "fa_nmt", 1), "w") as f:
         json.dump(_record(args, description, "fa_nmt", 1, {"bleu": 50.0}), f)
     # other settings (another learning rate): not counted
     other = _record(args, description, "tree2seq", 1, {"bleu": 99.0})
     other["settings"]["lr"] = 0.5
-    with open(experiment.record_path(str(records), "tree2seq", 1), "w") as f:
+    with open(methods.record_path(str(records_dir), "tree2seq", 1), "w") as f:
         json.dump(other, f)
 
     assert experiment.main(argv) == 0
@@ -333,14 +335,14 @@ def test_multi30k_defaults_and_train_command():
     assert (args.epochs, args.updates, args.embed_dim, args.encoder_hidden,
             args.decoder_hidden, args.dropout, args.lr, args.clip_norm, args.label_smoothing,
             args.max_tokens) == (12, None, 256, 256, 512, 0.3, 0.002, 5.0, 0.1, 4000)
-    keys = experiment.method_keys(experiment.select_methods(args.methods))
+    keys = methods.method_keys(methods.select_methods(args.methods))
     assert sorted(keys) == sorted([
         "attentional_rnn", "lstm", "sdatt_double_syntax", "lookahead_concat", "sa_nmt_hard",
         "sa_nmt_shared", "tree2seq", "tree2seq+length_prior",
         "attentional_rnn+supervised_attention"])
     assert args.results_dir.endswith("docs/results/multi30k")
-    method = experiment.Method("attentional_rnn", "attentional_rnn")
-    cmd = experiment.train_command(method, experiment.Corpus("multi30k", "bin", {}), args,
+    method = methods.Method("attentional_rnn", "attentional_rnn")
+    cmd = runs.train_command(method, corpora.Corpus("multi30k", "bin", {}), args,
                                    "save", seed=3)
     line = " ".join(cmd)
     assert "--max-epoch 12" in line and "--max-update" not in line
@@ -350,7 +352,7 @@ def test_multi30k_defaults_and_train_command():
     synthetic = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
     assert (synthetic.updates, synthetic.epochs, synthetic.clip_norm, synthetic.seeds) == (
         2400, None, 1.0, [1])
-    assert experiment.record_path("d", "tree2seq+length_prior", 2) == \
+    assert methods.record_path("d", "tree2seq+length_prior", 2) == \
         "d/tree2seq_length_prior.seed2.json"
 
 
@@ -359,23 +361,23 @@ def test_fairseq_lstm_is_trained_as_the_backbones_peer():
     budget, built as fairseq-syntax-parity and fairseq-syntax-step-time build it, decoded under
     ``--task translation``, and its step time measured against the backbone's."""
     args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
-    (lstm,) = experiment.select_methods("lstm")
-    (backbone,) = experiment.select_methods("attentional_rnn")
-    corpus = experiment.Corpus("multi30k", "bin", {})
-    cmd = experiment.train_command(lstm, corpus, args, "save", seed=1)
-    ours = experiment.train_command(backbone, corpus, args, "save", seed=1)
+    (lstm,) = methods.select_methods("lstm")
+    (backbone,) = methods.select_methods("attentional_rnn")
+    corpus = corpora.Corpus("multi30k", "bin", {})
+    cmd = runs.train_command(lstm, corpus, args, "save", seed=1)
+    ours = runs.train_command(backbone, corpus, args, "save", seed=1)
     assert cmd[cmd.index("--task"):cmd.index("--criterion")] == [
         "--task", "translation", "--arch", "lstm", "--encoder-bidirectional",
         "--decoder-out-embed-dim", "256"]
     assert cmd[cmd.index("--criterion"):] == ours[ours.index("--criterion"):]
     assert parity.train_command(LSTM, "bin", parity.get_parser().parse_args(
         ["--corpus", "multi30k", "--workdir", "w"]), "save")[:11] == cmd[:11]
-    generate = experiment.generate_command(corpus, "ckpt", args, task=lstm.task)
+    generate = runs.generate_command(corpus, "ckpt", args, task=lstm.task)
     assert generate[generate.index("--task") + 1] == "translation"
     assert "--required-batch-size-multiple" in generate
-    assert experiment.step_time_batches_of(lstm, args) == 8
-    settings = experiment.run_settings(lstm, lstm.key, args, "corpus")
-    assert settings == dict(experiment.run_settings(backbone, backbone.key, args, "corpus"),
+    assert runs.step_time_batches_of(lstm, args) == 8
+    settings = runs.run_settings(lstm, lstm.key, args, "corpus")
+    assert settings == dict(runs.run_settings(backbone, backbone.key, args, "corpus"),
                             method="lstm", arch="lstm")
 
 
@@ -383,32 +385,32 @@ def test_fairseq_transformer_is_trained_as_the_transformer_backbones_peer():
     """``--methods fairseq_transformer``: fairseq's own transformer under ``--task translation``,
     with syntax_transformer's sizes, recipe, batches and budget."""
     args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
-    (peer,) = experiment.select_methods("fairseq_transformer")
-    (backbone,) = experiment.select_methods("syntax_transformer")
-    corpus = experiment.Corpus("multi30k", "bin", {})
-    cmd = experiment.train_command(peer, corpus, args, "save", seed=1)
-    ours = experiment.train_command(backbone, corpus, args, "save", seed=1)
+    (peer,) = methods.select_methods("fairseq_transformer")
+    (backbone,) = methods.select_methods("syntax_transformer")
+    corpus = corpora.Corpus("multi30k", "bin", {})
+    cmd = runs.train_command(peer, corpus, args, "save", seed=1)
+    ours = runs.train_command(backbone, corpus, args, "save", seed=1)
     at = cmd.index("--task")
     assert cmd[at:at + 4] == ["--task", "translation", "--arch", "transformer"]
     assert ours[at:at + 4] == ["--task", "syntax_translation", "--arch", "syntax_transformer"]
     assert cmd[:at] + cmd[at + 4:] == ours[:at] + ours[at + 4:]
-    assert "fairseq_transformer" in experiment.method_keys(experiment.select_methods("transformer"))
-    generate = experiment.generate_command(corpus, "ckpt", args, task=peer.task)
+    assert "fairseq_transformer" in methods.method_keys(methods.select_methods("transformer"))
+    generate = runs.generate_command(corpus, "ckpt", args, task=peer.task)
     assert generate[generate.index("--task") + 1] == "translation"
 
 
 def test_a_method_with_model_args_trains_with_them_and_records_them():
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
-    (method,) = experiment.select_methods("sdatt_double_syntax+gaussian_weights")
-    cmd = experiment.train_command(method, experiment.Corpus("synthetic", "bin", {}), args,
+    (method,) = methods.select_methods("sdatt_double_syntax+gaussian_weights")
+    cmd = runs.train_command(method, corpora.Corpus("synthetic", "bin", {}), args,
                                    "save", seed=1)
     assert cmd[cmd.index("--arch"):cmd.index("--arch") + 4] == [
         "--arch", "sdatt_double_syntax", "--syntax-gaussian", "weights"]
-    settings = experiment.run_settings(method, method.key, args, "corpus")
+    settings = runs.run_settings(method, method.key, args, "corpus")
     assert settings["model_args"] == ["--syntax-gaussian", "weights"]
     # methods without model options keep the settings their records were written with
-    (plain,) = experiment.select_methods("sdatt_double_syntax")
-    assert "model_args" not in experiment.run_settings(plain, plain.key, args, "corpus")
+    (plain,) = methods.select_methods("sdatt_double_syntax")
+    assert "model_args" not in runs.run_settings(plain, plain.key, args, "corpus")
     assert settings["arch"] == plain.arch and settings["method"] != plain.key
 
 
@@ -436,44 +438,44 @@ def test_synthetic_data_bin_is_remade_for_another_side_file_format(tmp_path, mon
         open(os.path.join(databin, "syntax_manifest.json"), "w").write("{}")
         return ""
 
-    monkeypatch.setattr(experiment, "generate_corpus", fake_corpus)
-    monkeypatch.setattr(experiment, "run_tool", fake_tool)
-    experiment.prepare_synthetic(args)
+    monkeypatch.setattr(corpora, "generate_corpus", fake_corpus)
+    monkeypatch.setattr(corpora, "run_tool", fake_tool)
+    corpora.prepare_synthetic(args)
     assert calls == ["generate_corpus", "fairseq-syntax-preprocess"]
     stamp = json.loads((tmp_path / "corpus.json").read_text())
     assert stamp["side_files"] == FORMAT_VERSION
     calls.clear()
-    experiment.prepare_synthetic(args)  # same settings: reused
+    corpora.prepare_synthetic(args)  # same settings: reused
     assert calls == []
     stamp["side_files"] = FORMAT_VERSION - 1  # a data-bin of the previous format
     (tmp_path / "corpus.json").write_text(json.dumps(stamp))
-    experiment.prepare_synthetic(args)
+    corpora.prepare_synthetic(args)
     assert calls == ["generate_corpus", "fairseq-syntax-preprocess"]
 
 
 def test_an_interrupted_run_resumes_from_its_checkpoint_only_with_the_same_command(
         tmp_path, monkeypatch):
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", str(tmp_path)])
-    (method,) = experiment.select_methods("attentional_rnn")
-    corpus = experiment.Corpus("synthetic", "bin", {})
+    (method,) = methods.select_methods("attentional_rnn")
+    corpus = corpora.Corpus("synthetic", "bin", {})
     trained = []
 
     def fake_tool(cmd, log_path, env, stdout_path=None):
         trained.append(os.path.exists(os.path.join(save, "checkpoint_last.pt")))
         raise RuntimeError("stop after the training command")
 
-    monkeypatch.setattr(experiment, "run_tool", fake_tool)
-    save = experiment.run_dir(args, method.key, 1)
-    experiment.run_method(method, 1, corpus, args, {})  # a fresh run writes its stamp
+    monkeypatch.setattr(runs, "run_tool", fake_tool)
+    save = runs.run_dir(args, method.key, 1)
+    runs.run_method(method, 1, corpus, args, {})  # a fresh run writes its stamp
     open(os.path.join(save, "checkpoint_last.pt"), "w").close()  # interrupted after an epoch
-    experiment.run_method(method, 1, corpus, args, {})
-    stamp = json.loads(open(os.path.join(save, experiment.RUN_STAMP)).read())
+    runs.run_method(method, 1, corpus, args, {})
+    stamp = json.loads(open(os.path.join(save, methods.RUN_STAMP)).read())
     stamp["train_seconds"] = 1234.5  # its training finished: decoded again, not trained
-    open(os.path.join(save, experiment.RUN_STAMP), "w").write(json.dumps(stamp))
-    (row, _, _), = experiment.run_method(method, 1, corpus, args, {})
+    open(os.path.join(save, methods.RUN_STAMP), "w").write(json.dumps(stamp))
+    (row, _, _), = runs.run_method(method, 1, corpus, args, {})
     assert row.train_seconds == 1234.5 and trained == [False, True]  # no fairseq-train
     args.lr = 0.001  # another command: the old checkpoint must not be resumed
-    (row, _, _), = experiment.run_method(method, 1, corpus, args, {})
+    (row, _, _), = runs.run_method(method, 1, corpus, args, {})
     assert trained == [False, True, False]
     assert row.error == "stop after the training command"
 
@@ -483,8 +485,8 @@ def test_a_resumed_run_records_the_training_time_of_every_attempt(tmp_path, monk
     import torch
 
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", str(tmp_path)])
-    (method,) = experiment.select_methods("attentional_rnn")
-    save = experiment.run_dir(args, method.key, 1)
+    (method,) = methods.select_methods("attentional_rnn")
+    save = runs.run_dir(args, method.key, 1)
     last = os.path.join(save, "checkpoint_last.pt")
 
     def fake_tool(cmd, log_path, env, stdout_path=None):
@@ -492,17 +494,17 @@ def test_a_resumed_run_records_the_training_time_of_every_attempt(tmp_path, monk
             raise RuntimeError("stop after the training command")
         torch.save({"extra_state": {"previous_training_time": 4321.5}}, last)
 
-    monkeypatch.setattr(experiment, "run_tool", fake_tool)
-    monkeypatch.setattr(experiment, "read_train_log", lambda path: {})
-    corpus = experiment.Corpus("synthetic", "bin", {})
-    (row, _, _), = experiment.run_method(method, 1, corpus, args, {})  # fresh: its own wall time
+    monkeypatch.setattr(runs, "run_tool", fake_tool)
+    monkeypatch.setattr(runs, "read_train_log", lambda path: {})
+    corpus = corpora.Corpus("synthetic", "bin", {})
+    (row, _, _), = runs.run_method(method, 1, corpus, args, {})  # fresh: its own wall time
     assert row.train_seconds < 60
-    (row, _, _), = experiment.run_method(method, 1, corpus, args, {})  # trained: not again
-    stamp_path = os.path.join(save, experiment.RUN_STAMP)
+    (row, _, _), = runs.run_method(method, 1, corpus, args, {})  # trained: not again
+    stamp_path = os.path.join(save, methods.RUN_STAMP)
     stamp = json.loads(open(stamp_path).read())
     del stamp["train_seconds"]  # as if interrupted after an epoch
     open(stamp_path, "w").write(json.dumps(stamp))
-    (row, _, _), = experiment.run_method(method, 1, corpus, args, {})
+    (row, _, _), = runs.run_method(method, 1, corpus, args, {})
     assert row.train_seconds == 4321.5
 
 
@@ -528,7 +530,7 @@ RNN_SETTINGS = {
 
 def test_rnn_settings_are_the_ones_of_the_committed_records():
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
-    description = experiment.corpus_description(args)
+    description = corpora.corpus_description(args)
     assert description == RNN_SETTINGS["corpus_description"]
     expected = {
         "attentional_rnn": RNN_SETTINGS,
@@ -544,32 +546,32 @@ def test_rnn_settings_are_the_ones_of_the_committed_records():
             decoding=[*RNN_SETTINGS["decoding"], "--length-prior"]),
     }
     for key, settings in expected.items():
-        method = next(m for m in experiment.all_methods() if key in experiment.method_keys([m]))
+        method = next(m for m in methods.all_methods() if key in methods.method_keys([m]))
         assert method.family == "rnn"
-        assert experiment.run_settings(method, key, args, description) == settings
+        assert runs.run_settings(method, key, args, description) == settings
     # the Transformer recipe given on the command line changes no RNN setting
     other = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w",
                                    "--transformer-recipe", "lr=0.01,layers=3"])
-    (backbone,) = experiment.select_methods("attentional_rnn")
-    assert experiment.run_settings(backbone, backbone.key, other, description) == RNN_SETTINGS
+    (backbone,) = methods.select_methods("attentional_rnn")
+    assert runs.run_settings(backbone, backbone.key, other, description) == RNN_SETTINGS
 
 
 def test_transformer_methods_train_with_the_transformer_recipe():
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
-    recipe = experiment.TRANSFORMER_RECIPES["synthetic"]
-    methods = experiment.select_methods("transformer")
+    recipe = methods.TRANSFORMER_RECIPES["synthetic"]
+    family = methods.select_methods("transformer")
     # the registry's architectures at one size each (no _tiny/_iwslt_de_en presets), the
     # backbone's peer fairseq transformer, the supervised backbone and fairseq's transformer_align
-    assert [m.key for m in methods] == [
+    assert [m.key for m in family] == [
         "syntax_transformer", "fairseq_transformer", "syntax_transformer+supervised_attention",
         "transformer_align",
         "pascal_transformer", "sa_transformer", "sdatt_double_transformer", "sdatt_transformer",
         "tree2seq_transformer"]
-    assert not any(m.family == "transformer" for m in experiment.select_methods(
-        experiment.DEFAULT_METHODS["synthetic"]))
-    corpus = experiment.Corpus("synthetic", "bin", {})
-    for method in methods:
-        cmd = experiment.train_command(method, corpus, args, "save", seed=2)
+    assert not any(m.family == "transformer" for m in methods.select_methods(
+        methods.DEFAULT_METHODS["synthetic"]))
+    corpus = corpora.Corpus("synthetic", "bin", {})
+    for method in family:
+        cmd = runs.train_command(method, corpus, args, "save", seed=2)
         assert cmd[0] == "fairseq-train" and method.family == "transformer"
 
         def value(option):
@@ -588,7 +590,7 @@ def test_transformer_methods_train_with_the_transformer_recipe():
             "adam", "(0.9, 0.98)", "inverse_sqrt")
         assert "--encoder-hidden-size" not in cmd and "--share-decoder-input-output-embed" in cmd
         assert value("--seed") == "2" and "--max-epoch" not in cmd
-        settings = experiment.run_settings(method, method.key, args, "corpus")
+        settings = runs.run_settings(method, method.key, args, "corpus")
         assert settings["family"] == "transformer" and settings["recipe"]["lr"] == recipe["lr"]
         head = ["--alignment-layer", "0", "--alignment-heads", "1"]  # 2 layers: the bottom one
         supervised = method.key in ("syntax_transformer+supervised_attention", "transformer_align")
@@ -597,7 +599,7 @@ def test_transformer_methods_train_with_the_transformer_recipe():
         assert value("--task") == ("translation" if method.key in (
             "transformer_align", "fairseq_transformer") else "syntax_translation")
         assert ("--load-alignments" in cmd) == (method.key == "transformer_align")
-    by_key = {m.key: m for m in methods}
+    by_key = {m.key: m for m in family}
     assert by_key["transformer_align"].criterion == "label_smoothed_cross_entropy_with_alignment"
     assert by_key["syntax_transformer+supervised_attention"].criterion == \
         "supervised_attention_cross_entropy"
@@ -607,8 +609,8 @@ def test_transformer_methods_train_with_the_transformer_recipe():
     assert (small.transformer["updates"], small.transformer["epochs"], small.transformer["layers"],
             small.transformer["lr"], small.updates) == (7, None, 1, 0.002, 7)
     m30k = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
-    assert m30k.transformer == experiment.TRANSFORMER_RECIPES["multi30k"] and m30k.epochs == 12
-    cmd = experiment.train_command(by_key["transformer_align"], corpus, m30k, "save", 1)
+    assert m30k.transformer == methods.TRANSFORMER_RECIPES["multi30k"] and m30k.epochs == 12
+    cmd = runs.train_command(by_key["transformer_align"], corpus, m30k, "save", 1)
     assert cmd[cmd.index("--alignment-layer") + 1] == str(m30k.transformer["layers"] - 2)
     with pytest.raises(SystemExit):
         experiment.parse_args(["--corpus", "synthetic", "--workdir", "w",
@@ -620,10 +622,10 @@ def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
     corpus of experiment_run: records, AER of the supervised heads, induced trees, and the
     Transformer table."""
     tmp, work = experiment_run["tmp"], experiment_run["work"]
-    results, records = tmp / "T.md", tmp / "t_records"
+    results, records_dir = tmp / "T.md", tmp / "t_records"
     keys = ["syntax_transformer+supervised_attention", "transformer_align", "sa_transformer"]
     argv = [*EXPERIMENT, "--workdir", str(work), "--results", str(results),
-            "--results-dir", str(records), "--jobs", "1",
+            "--results-dir", str(records_dir), "--jobs", "1",
             "--methods", ",".join(keys), "--transformer-recipe",
             "embed_dim=16,ffn_dim=16,layers=2,heads=2,max_tokens=800,warmup_updates=2"]
     proc = run_cli(argv)
@@ -635,14 +637,14 @@ def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
     assert set(rows) == set(keys)  # no RNN row: none selected, none recorded here
     raw = work / "raw"
     for key in keys:
-        record = json.loads((records / f"{experiment.file_key(key)}.seed1.json").read_text())
+        record = json.loads((records_dir / f"{methods.file_key(key)}.seed1.json").read_text())
         assert set(record) == RECORD_KEYS
         settings, scores, train = record["settings"], record["scores"], record["commands"]["train"]
         assert settings["family"] == "transformer" and settings["recipe"]["embed_dim"] == 16
         assert "--lr-scheduler inverse_sqrt" in train and "--max-update 4 " in train
         assert scores["train_updates"] == 4 and scores["bleu"] is not None
         assert scores["gen_bleu"] is not None
-        run = work / "runs" / experiment.file_key(key) / "seed1"
+        run = work / "runs" / methods.file_key(key) / "seed1"
         alignment = json.loads(run_cli([
             "fairseq-syntax-score-alignments", "--generate", str(run / "generate.align.out"),
             "--gold", str(raw / "test.align"), "--json"]).stdout)
@@ -672,4 +674,4 @@ def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
             assert "--encoder-ffn-embed-dim 16" in record["commands"]["step_time"]
     # the supervised head's print-alignment: transformer_align decodes left-padded sources
     assert "--load-alignments" in json.loads(
-        (records / "transformer_align.seed1.json").read_text())["commands"]["train"]
+        (records_dir / "transformer_align.seed1.json").read_text())["commands"]["train"]

@@ -21,10 +21,10 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax.cli import FAIRSEQ_LSTM, fairseq_lstm_args
-from fairseq_syntax.cli.experiment import (
-    DECODING, Row, prepare_multi30k, prepare_synthetic, read_train_log, score_split,
-    tool_env, write_atomically,
-)
+from fairseq_syntax.experiment.corpora import prepare_multi30k, prepare_synthetic
+from fairseq_syntax.experiment.methods import DECODING, Row
+from fairseq_syntax.experiment.runs import score_split
+from fairseq_syntax.experiment.tools import read_train_log, tool_env, write_atomically
 from fairseq_syntax.user_dir import user_dir
 
 BACKBONE, LSTM = "attentional_rnn", FAIRSEQ_LSTM

@@ -1,0 +1,223 @@
+"""The methods of the experiment (one training run each), the per-corpus sizes, budgets and
+Transformer recipes, and the names of their record files."""
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_syntax.cli import FAIRSEQ_LSTM
+
+BACKBONE = "attentional_rnn"
+TRANSFORMER_BACKBONE = "syntax_transformer"
+FAIRSEQ_TRANSFORMER_PEER = "fairseq_transformer"  # fairseq's own transformer
+TREE_INDUCING = ("sa_nmt", "fa_nmt", "sa_transformer")  # arch prefixes whose encoders induce trees
+DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
+RECORD_FORMAT = "fairseq-syntax-experiment run, version 1"
+RUN_STAMP = "run.json"  # in a run's folder: the training command its checkpoints belong to
+DECODED_CHECKPOINT = "checkpoint_best.pt"  # the epoch of lowest validation loss
+USER_DIR_SHELL = '"$(fairseq-syntax-user-dir)"'  # how a reader's shell finds the plugin
+
+# Per-corpus defaults of the sizes and the budget (CPU-friendly for synthetic; Multi30k as
+# issue 14's anchor: 256-d embeddings, BiLSTM 2 x 256, decoder 512, 12 epochs).
+DEFAULTS = {
+    # the quickstart's sizes; 2400 updates: the backbone's lowest valid loss is then within
+    # about 2 % of smoothed_loss_floor, below which no longer run can go (800 were not
+    # enough: seed 2 had 1.41 at 800, 1.13 at 2130; docs/RESULTS.md, Budgets)
+    "synthetic": dict(updates=2400, epochs=None, max_tokens=3000, embed_dim=96,
+                      encoder_hidden=128, decoder_hidden=256, dropout=0.1, lr=0.003,
+                      clip_norm=1.0, label_smoothing=0.1, step_time_batches=0),
+    "multi30k": dict(updates=None, epochs=12, max_tokens=4000, embed_dim=256,
+                     encoder_hidden=256, decoder_hidden=512, dropout=0.3, lr=0.002,
+                     clip_norm=5.0, label_smoothing=0.1, step_time_batches=8),
+}
+DEFAULT_METHODS = {
+    "synthetic": ",".join([
+        "attentional_rnn", "attentional_rnn+supervised_attention", "sdatt_double_syntax",
+        "sa_nmt_shared", "sa_nmt_hard", "tree2seq", "lookahead_concat"]),
+    "multi30k": ",".join([
+        "attentional_rnn", "lstm", "sdatt_double_syntax", "lookahead_concat", "sa_nmt_hard",
+        "sa_nmt_shared", "tree2seq", "tree2seq+length_prior",
+        "attentional_rnn+supervised_attention"]),
+}
+# The Transformer family's recipe per corpus (issue 17 item 5), declared once: sizes,
+# optimiser, schedule and budget of every Transformer method, each size given on the command
+# line to the model's base architecture (so fairseq's transformer_align gets the same model).
+# Adam (0.9, 0.98), inverse_sqrt warm-up, label smoothing 0.1, weight decay 1e-4 and a shared
+# decoder input/output embedding are fairseq's IWSLT'14 Transformer recipe
+# (examples/translation/README.md). --transformer-recipe KEY=VALUE overrides a value;
+# --updates/--epochs, when given, are every method's budget.
+TRANSFORMER_RECIPES = {
+    # comparable with the RNN's quickstart sizes (1.10M parameters in all): 2 + 2 layers of
+    # 128, FFN 512, 4 heads (0.95M); the RNN's 2400 updates of 3000 tokens, warm-up over the
+    # first 400, peak lr 1e-3 (fairseq's upper value; the model is small).
+    "synthetic": dict(updates=2400, epochs=None, max_tokens=3000, embed_dim=128, ffn_dim=512,
+                      layers=2, heads=4, dropout=0.1, attention_dropout=0.0, lr=0.001,
+                      warmup_updates=400, adam_betas="(0.9, 0.98)", weight_decay=0.0001,
+                      clip_norm=0.0, label_smoothing=0.1, alignment_heads=1),
+    # the RNN's CPU budget: fairseq-syntax-step-time on the Multi30k data-bin (1 thread, the
+    # same 6 batches of 4000 tokens) gave the RNN recipe 1.29 s per update, the
+    # transformer_iwslt_de_en sizes (6 + 6 layers of 512, FFN 1024) 5.95 s (the RNN's 12
+    # epochs = 1812 updates buy 393 of them, 2.6 epochs), 3 + 3 layers of 512 3.17 s, and
+    # 3 + 3 layers of 256, FFN 1024, 4 heads 1.50 s: 12 x 1.29 / 1.50 = 10.3, so 10 epochs of
+    # the same batches (4000 tokens), ~1510 updates. Dropout 0.3 as the RNN's (29k pairs).
+    "multi30k": dict(updates=None, epochs=10, max_tokens=4000, embed_dim=256, ffn_dim=1024,
+                     layers=3, heads=4, dropout=0.3, attention_dropout=0.0, lr=0.001,
+                     warmup_updates=400, adam_betas="(0.9, 0.98)", weight_decay=0.0001,
+                     clip_norm=0.0, label_smoothing=0.1, alignment_heads=1),
+}
+# beam search of every decode (the test splits and the decode-only variants)
+DECODING = ["--beam", "5", "--batch-size", "64", "--max-len-a", "1.5", "--max-len-b", "10",
+            "--post-process", "sentencepiece"]
+
+
+@dataclass
+class Method:
+    """One training run: ``key`` names it on the command line and in the table."""
+
+    key: str
+    arch: str
+    criterion: str = "label_smoothed_cross_entropy"
+    # model options of this method (e.g. a reading of a paper's equation)
+    model_args: List[str] = field(default_factory=list)
+    # decode-only variants sharing this run's checkpoint: (key, extra generate args)
+    variants: List[tuple] = field(default_factory=list)
+    # whose recipe trains it: "rnn" (the size options of this command) or "transformer"
+    # (TRANSFORMER_RECIPES, given to the model's base architecture)
+    family: str = "rnn"
+    task: str = "syntax_translation"  # of fairseq-train and fairseq-generate
+    # Transformer: supervise (and print) the recipe's alignment head (--alignment-layer/
+    # --alignment-heads, as fairseq's transformer_align picks one)
+    alignment_head: bool = False
+    train_args: List[str] = field(default_factory=list)  # other fairseq-train options
+
+
+@dataclass
+class Row:
+    """Measured scores of one run of one method (None: not measured). Fields without a
+    prefix are of the test split, ``gen_`` of the synthetic generalisation split;
+    accuracies, BLEU, chrF, RIBES, AER, P, R, DA, UA in %."""
+
+    key: str
+    arch: str
+    seed: int = 1
+    bleu: Optional[float] = None
+    chrf: Optional[float] = None
+    ribes: Optional[float] = None
+    agreement: Optional[float] = None
+    agreement_counts: str = ""
+    agreement_long: Optional[float] = None
+    agreement_long_counts: str = ""
+    gen_bleu: Optional[float] = None
+    gen_chrf: Optional[float] = None
+    gen_ribes: Optional[float] = None
+    gen_agreement: Optional[float] = None
+    gen_agreement_counts: str = ""
+    gen_agreement_long: Optional[float] = None
+    gen_agreement_long_counts: str = ""
+    bleu_tok: Optional[float] = None  # Multi30k: BLEU of the spaCy tokens (tokenize none)
+    bleu_signature: str = ""
+    chrf_signature: str = ""
+    aer: Optional[float] = None
+    precision: Optional[float] = None
+    recall: Optional[float] = None
+    da: Optional[float] = None
+    ua: Optional[float] = None
+    baselines: Dict[str, float] = field(default_factory=dict)
+    valid_ppl: Optional[float] = None  # of the decoded (lowest valid loss) checkpoint
+    valid_loss: Optional[float] = None  # lowest validation loss of training (bits/token)
+    valid_loss_floor: Optional[float] = None  # :func:`smoothed_loss_floor` of this run
+    step_time_ratio: Optional[float] = None
+    train_epochs: Optional[int] = None
+    train_updates: Optional[int] = None
+    train_seconds: Optional[float] = None
+    valid_ppl_by_epoch: List[float] = field(default_factory=list)  # epochs 1, 2, ...
+    error: str = ""
+
+
+def all_methods() -> List[Method]:
+    """Every architecture on the RNN backbone (the sizes and budgets here are the RNN's),
+    backbone first, and the criterion and option variants; then the Transformer family
+    (:func:`transformer_methods`)."""
+    from fairseq_syntax.cli.benchmark import rnn_architectures
+
+    methods = [Method(a, a) for a in rnn_architectures()]
+    for m in methods:
+        if m.arch == "tree2seq":
+            m.variants.append(("tree2seq+length_prior", ["--length-prior"]))
+    methods[1:1] = [
+        # fairseq's own lstm, the backbone's peer (issue 14): same sizes, batches and budget
+        Method(FAIRSEQ_LSTM, FAIRSEQ_LSTM, task="translation"),
+        Method(f"{BACKBONE}+supervised_attention", BACKBONE, "supervised_attention_cross_entropy"),
+        Method(f"{BACKBONE}+blackout", BACKBONE, "blackout"),
+    ]
+    # SDAtt's Gaussian on the normalised weights instead of eq. 10's scores (issue 15)
+    at = next(i for i, m in enumerate(methods) if m.key == "sdatt_double_syntax") + 1
+    methods.insert(at, Method("sdatt_double_syntax+gaussian_weights", "sdatt_double_syntax",
+                              model_args=["--syntax-gaussian", "weights"]))
+    return methods + transformer_methods()
+
+
+def transformer_methods() -> List[Method]:
+    """The Transformer family (issue 17) under its recipe: every mechanism's architecture at
+    the recipe's sizes (``benchmark.transformer_architectures``, backbone first), the backbone
+    under ``supervised_attention_cross_entropy`` (Mi et al. on the recipe's alignment head)
+    and, to compare with it, fairseq's own ``transformer_align`` under
+    ``label_smoothed_cross_entropy_with_alignment`` (``--task translation --load-alignments``:
+    fairseq reads the data-bin's ``{split}.align.{src}-{tgt}`` binaries; the same head).
+    fairseq's own ``transformer`` (``--task translation``) is the backbone's peer, as ``lstm``
+    is the RNN backbone's: same sizes, recipe, batches and budget."""
+    from fairseq_syntax.cli.benchmark import transformer_architectures
+
+    methods = [Method(a, a, family="transformer") for a in transformer_architectures()]
+    methods[1:1] = [
+        Method(FAIRSEQ_TRANSFORMER_PEER, "transformer", family="transformer", task="translation"),
+        Method(f"{TRANSFORMER_BACKBONE}+supervised_attention", TRANSFORMER_BACKBONE,
+               "supervised_attention_cross_entropy", family="transformer", alignment_head=True),
+        Method("transformer_align", "transformer_align",
+               "label_smoothed_cross_entropy_with_alignment", family="transformer",
+               task="translation", alignment_head=True, train_args=["--load-alignments"]),
+    ]
+    return methods
+
+
+def family_of(key: str) -> str:
+    """``rnn`` or ``transformer``: the family of the method (or variant) ``key``."""
+    return next((m.family for m in all_methods() if key in method_keys([m])), "rnn")
+
+
+def method_keys(methods: Sequence[Method]) -> List[str]:
+    """The table's keys of ``methods``: each method, then its decode-only variants."""
+    return [k for m in methods for k in [m.key, *(v[0] for v in m.variants)]]
+
+
+def select_methods(spec: str) -> List[Method]:
+    """``all`` or comma-separated method keys (``tree2seq+length_prior`` needs ``tree2seq``);
+    ``transformer`` stands for every method of the Transformer family."""
+    methods = all_methods()
+    if spec == "all":
+        return methods
+    wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    if "transformer" in wanted:
+        at = wanted.index("transformer")
+        wanted[at:at + 1] = [k for k in method_keys(transformer_methods()) if k not in wanted]
+    known = set(method_keys(methods))
+    unknown = [w for w in wanted if w not in known]
+    if unknown:
+        raise SystemExit(f"fairseq-syntax-experiment: error: unknown methods {unknown}; "
+                         f"known: {', '.join(sorted(known))}")
+    chosen = []
+    for m in methods:
+        variants = [v for v in m.variants if v[0] in wanted]
+        if m.key in wanted or variants:
+            m.variants = variants
+            chosen.append(m)
+    return chosen
+
+
+def file_key(key: str) -> str:
+    """``key`` as a file name part: every run of non-word characters as ``_``."""
+    return re.sub(r"\W+", "_", key)
+
+
+def record_path(results_dir: str, key: str, seed: int) -> str:
+    return os.path.join(results_dir, f"{file_key(key)}.seed{seed}.json")

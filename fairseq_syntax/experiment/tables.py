@@ -1,0 +1,353 @@
+"""The corpus sections of ``docs/RESULTS.md``, rendered from the run records: mean ± sd
+over seeds, differences from the backbone over 2 sd in bold, per-epoch valid ppl."""
+import datetime
+import os
+import shlex
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .methods import BACKBONE, TRANSFORMER_BACKBONE, all_methods, method_keys
+from .runs import alignment_head_args, run_settings
+from .tools import write_atomically
+
+
+@dataclass
+class Stat:
+    """Mean and sample standard deviation (ddof=1; None under 2 values) of one score."""
+
+    mean: Optional[float]
+    sd: Optional[float]
+    n: int
+
+    @staticmethod
+    def of(values: Sequence[Optional[float]]) -> "Stat":
+        import numpy as np
+
+        values = [float(v) for v in values if v is not None]
+        if not values:
+            return Stat(None, None, 0)
+        sd = float(np.std(values, ddof=1)) if len(values) >= 2 else None
+        return Stat(float(np.mean(values)), sd, len(values))
+
+
+def differs(stat: Stat, base: Optional[Stat]) -> bool:
+    """True when ``stat``'s mean is more than 2 standard deviations (the larger of the two)
+    from ``base``'s; only when both have at least 2 seeds."""
+    if base is None or stat.sd is None or base.sd is None:
+        return False
+    return abs(stat.mean - base.mean) > 2 * max(stat.sd, base.sd)
+
+
+def fmt_stat(stat: Stat, digits: int, base: Optional[Stat] = None) -> str:
+    if stat.mean is None:
+        return "–"
+    text = f"{stat.mean:.{digits}f}" + ("" if stat.sd is None else f" ± {stat.sd:.{digits}f}")
+    return f"**{text}**" if differs(stat, base) else text
+
+
+def fmt(value: Optional[float], digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+# table columns per corpus: (header, score names joined by " / " in one cell, digits)
+COLUMNS = {
+    "synthetic": [
+        ("BLEU", ["bleu"], 2), ("agreement", ["agreement"], 2),
+        ("long-dist. agr.", ["agreement_long"], 2), ("gen BLEU", ["gen_bleu"], 2),
+        ("gen agreement", ["gen_agreement"], 2), ("gen long-dist. agr.", ["gen_agreement_long"], 2),
+        ("AER", ["aer"], 2), ("DA / UA", ["da", "ua"], 1), ("valid ppl", ["valid_ppl"], 2),
+        ("valid loss", ["valid_loss"], 3),
+    ],
+    "multi30k": [
+        ("BLEU", ["bleu"], 2), ("chrF", ["chrf"], 2), ("RIBES", ["ribes"], 2),
+        ("valid ppl", ["valid_ppl"], 2), ("DA / UA", ["da", "ua"], 1),
+        ("step time", ["step_time_ratio"], 2),
+    ],
+}
+
+
+def table_records(records: Sequence[dict], args, description: str
+                  ) -> Dict[str, List[dict]]:
+    """The records whose settings equal what this invocation would run for their method,
+    per method key, in seed order."""
+    expected = {}
+    for m in all_methods():
+        for key in method_keys([m]):
+            expected[key] = run_settings(m, key, args, description)
+    chosen: Dict[str, Dict[int, dict]] = {}
+    for r in records:
+        if r["method"] in expected and r["settings"] == expected[r["method"]]:
+            old = chosen.setdefault(r["method"], {}).get(int(r["seed"]))
+            if old is None or str(r.get("date", "")) > str(old.get("date", "")):
+                chosen[r["method"]][int(r["seed"])] = r
+    return {k: [v[s] for s in sorted(v)] for k, v in chosen.items()}
+
+
+def convergence_lines(backbone: Sequence[dict]) -> List[str]:
+    """One bullet: each backbone run's lowest validation loss against its floor."""
+    runs = [(r["seed"], r["scores"].get("valid_loss"), r["scores"].get("valid_loss_floor"))
+            for r in backbone]
+    runs = [(seed, loss, floor) for seed, loss, floor in runs if loss and floor]
+    if not runs:
+        return []
+    gaps = [100.0 * (loss / floor - 1) for _, loss, floor in runs]
+    return [f"* Convergence of the backbone: floor {runs[0][2]:.3f} bits; lowest valid loss "
+            + ", ".join(f"{loss:.3f} (seed {seed}, +{gap:.1f} %)"
+                        for (seed, loss, _), gap in zip(runs, gaps))
+            + (": every seed within 2 % of the floor." if max(gaps) <= 2.0 else
+               ": **not every seed is within 2 % of the floor**; a longer budget may still "
+               "change the table.")]
+
+
+def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, List[dict]],
+                     args, description: str, failures: Sequence[str] = ()) -> str:
+    """The corpus section: the rows of ``keys`` (selected methods, ``not run yet`` without
+    records) and of every other method with records, in the plugin's order."""
+    synthetic = corpus_name == "synthetic"
+    title = "Synthetic corpus (en → vf)" if synthetic else "Multi30k En → De (test_2016_flickr)"
+    methods = all_methods()
+    order = method_keys(methods)
+    family = {k: m.family for m in methods for k in method_keys([m])}
+    every_row = [k for k in order if k in keys or k in by_key]
+    rows = [k for k in every_row if family[k] == "rnn"]
+    transformer_rows = [k for k in every_row if family[k] == "transformer"]
+    runs = [r for k in every_row for r in by_key.get(k, [])]
+    dates = sorted(str(r.get("date", ""))[:10] for r in runs)
+    hosts = sorted({"{} ({})".format((r.get("host") or {}).get("cpu") or "?",
+                                     (r.get("host") or {}).get("device") or "?") for r in runs})
+    commands = []
+    for r in sorted(runs, key=lambda r: str(r.get("date", ""))):
+        c = r.get("experiment_command")
+        if c and c not in commands:
+            commands.append(c)
+    results_dir = args.results_dir
+    lines = [
+        f"## {title}",
+        "",
+        f"Rendered by `fairseq-syntax-experiment` on {datetime.date.today().isoformat()} from "
+        f"the {len(runs)} run records (one JSON file per method and seed) in "
+        f"`{results_dir}` whose settings are the ones below"
+        + (f"; runs finished {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
+           + f", {sum(float(r.get('wall_seconds') or 0) for r in runs) / 60:.0f} min of run "
+           f"wall time in all, on {'; '.join(hosts)}" if runs else "")
+        + ". Rerunning a command skips the runs that have a record, so more `--seeds` or "
+        "the open rows can be added in later sessions"
+        + (". Command(s) of the runs:" if commands else "."),
+        "",
+    ]
+    if commands:
+        lines += ["```bash", *commands, "```", ""]
+    budget = " and ".join(
+        [*([f"{args.updates} updates"] if args.updates else []),
+         *([f"{args.epochs} epochs"] if args.epochs else [])])
+    lines += [f"* Data: {description}."]
+    lines += [] if not rows else [
+        f"* Same budget and sizes for every method: {budget} of at most {args.max_tokens} "
+        "tokens"
+        + (f" (or {args.max_minutes} min, whichever first)" if args.max_minutes else "")
+        + f", embeddings {args.embed_dim}, BiLSTM encoder 2 × {args.encoder_hidden}, decoder "
+        f"LSTM {args.decoder_hidden}, dropout {args.dropout}, Adam lr {args.lr}, clip-norm "
+        f"{args.clip_norm}, label smoothing {args.label_smoothing} (BlackOut: none), "
+        "validation after every epoch, the checkpoint of lowest validation loss "
+        "(`checkpoint_best.pt`) decoded; one run per seed (`--seed N`).",
+    ]
+    example = next((r for k in [BACKBONE, *rows] for r in by_key.get(k, [])), None)
+    if example and example.get("commands", {}).get("train"):
+        lines += ["* Training command of one run (other methods change `--arch` or "
+                  "`--criterion`, other seeds `--seed`):", "", "```bash",
+                  example["commands"]["train"], "```", ""]
+    decode = ("* Decoding: `fairseq-generate --beam 5 --max-len-a 1.5 --max-len-b 10 "
+              "--post-process sentencepiece`, ")
+    if synthetic:
+        lines += [
+            decode + "`--gen-subset test` (in-distribution test split) and `--gen-subset "
+            "test1` (`gen`: the generalisation split of `fairseq-syntax-synthetic`: a fronted "
+            "PP in every sentence, deeper nesting, more attractors, longer than any training "
+            "sentence).",
+            "* BLEU: sacreBLEU against `test.vf` / `gen.vf`. Agreement: share of translations "
+            "whose main verb has the reference's number; long-dist.: on the sentences with "
+            "≥ 2 attractors (nouns before the main verb with the other number than the subject head) (`agreement_report` of "
+            "`fairseq_syntax.data.synthetic_corpus`).",
+            "* AER: attention of the teacher-forced reference (`fairseq-generate --beam 1 "
+            "--prefix-size 1024 --print-alignment soft`) against the gold test alignments, "
+            "word level, threshold 0.2 (precision and recall are in the run records).",
+        ]
+    else:
+        lines += [
+            decode + "`--gen-subset test`; detokenised with `fairseq_syntax.syntax.detokenize` "
+            "(the glue table of `examples/multi30k/prepare.sh`) for sacreBLEU BLEU and chrF against the raw references; RIBES on spaCy tokens.",
+        ]
+    sigs = [(r["scores"].get("bleu_signature"), r["scores"].get("chrf_signature")) for r in runs]
+    bleu_sig = next((b for b, _ in sigs if b), "")
+    chrf_sig = next((c for _, c in sigs if c), "")
+    if bleu_sig:
+        lines.append(f"* BLEU signature: `{bleu_sig}`" +
+                     ("" if synthetic or not chrf_sig else f"; chrF signature: `{chrf_sig}`"))
+    lines += [
+        "* DA / UA: directed / undirected attachment accuracy (%, punctuation excluded) of "
+        "the trees the `sa_nmt*` / `fa_nmt*` encoders induce on the test source, against the "
+        + ("gold trees" if synthetic else "spaCy `en_core_web_sm` parses")
+        + " (`fairseq-syntax-induced-trees`).",
+        "* valid ppl: fairseq's `valid_ppl` of the decoded checkpoint."
+        + (" valid loss: its label-smoothed validation loss (bits per token), and how far "
+           "above the floor no model can go below (`smoothed_loss_floor`: the entropy of the "
+           "smoothed target). A run within 2 % of the floor is within 2 % of any longer "
+           "run, so it has converged in issue 14's sense." if synthetic else ""),
+        *(convergence_lines(by_key.get(BACKBONE, [])) if synthetic else []),
+        "",
+    ]
+    marked = False
+    if rows:
+        table, marked = results_table(rows, by_key, COLUMNS[corpus_name], BACKBONE)
+        lines += table
+    base = next((r["scores"]["baselines"] for r in runs if r["scores"].get("baselines")), None)
+    if base:
+        lines += ["", f"Branching baselines on the same test trees (DA / UA): left-branching "
+                      f"{base['left DA']:.1f} / {base['left UA']:.1f}, right-branching "
+                      f"{base['right DA']:.1f} / {base['right UA']:.1f}."]
+    if transformer_rows:
+        block, t_marked = transformer_section(corpus_name, transformer_rows, by_key, args)
+        lines += ["", *block]
+        marked |= t_marked
+    decode_only = {key for m in methods for key, _ in m.variants}  # a trained row's curve
+    lines += epoch_table([k for k in every_row if k not in decode_only], by_key)
+    lines += [
+        "",
+        "Cells: mean ± sample standard deviation (numpy `std(ddof=1)`) over the `seeds` runs of "
+        "the row; a single run gives its value alone. **Bold**: the mean differs from "
+        f"`{BACKBONE}`'s" + (f" (Transformer table: `{TRANSFORMER_BACKBONE}`'s)"
+                             if transformer_rows else "")
+        + " by more than 2 standard deviations (the larger of the two; only where "
+        "both rows have ≥ 2 seeds" + ("" if marked else "; no cell here") + "). "
+        "`not run yet`: a selected method without a record with these settings. `train s`: mean "
+        "wall seconds of `fairseq-train` (machine shared, not a speed measurement; see "
+        "`fairseq-syntax-benchmark`). Each record names its folder of logs, checkpoint and "
+        "outputs (`run_dir`).",
+    ]
+    if failures:
+        lines += ["", "Runs that failed in the invocation that wrote this section (no record): "
+                      + "; ".join(failures) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[str]:
+    """Validation perplexity after each epoch, a line per run that recorded it (``[]`` if
+    none did): how fast each method learns next to the backbone."""
+    runs = [(key, r) for key in rows for r in by_key.get(key, [])
+            if r["scores"].get("valid_ppl_by_epoch")]
+    if not runs:
+        return []
+    epochs = max(len(r["scores"]["valid_ppl_by_epoch"]) for _, r in runs)
+    lines = ["", "Validation perplexity after each epoch (runs whose record has it):", "",
+             "| method | seed | " + " | ".join(str(e) for e in range(1, epochs + 1)) + " |",
+             "| --- | ---: |" + " ---: |" * epochs]
+    for key, r in runs:
+        ppl = r["scores"]["valid_ppl_by_epoch"]
+        cells = [f"{v:.2f}" for v in ppl] + [""] * (epochs - len(ppl))
+        lines.append(f"| `{key}` | {r['seed']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def results_table(rows: Sequence[str], by_key: Dict[str, List[dict]], columns, backbone: str
+                  ) -> Tuple[List[str], bool]:
+    """Markdown lines of the table of ``rows`` (cells: mean ± sd over the seeds, bold where
+    the mean differs from ``backbone``'s) and whether a cell is bold."""
+    head = ["method", "seeds", *(c[0] for c in columns), "train s"]
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
+
+    def stats(key: str, name: str) -> Optional[Stat]:
+        recs = by_key.get(key)
+        return Stat.of([r["scores"].get(name) for r in recs]) if recs else None
+
+    marked = False
+    for key in rows:
+        recs = by_key.get(key)
+        if not recs:
+            lines.append(f"| `{key}` | – | not run yet |" + " |" * (len(head) - 3))
+            continue
+        cells = [f"`{key}`", str(len(recs))]
+        for _, names, digits in columns:
+            parts = []
+            for name in names:
+                base = stats(backbone, name) if key != backbone else None
+                stat = stats(key, name)
+                marked |= differs(stat, base)
+                parts.append(fmt_stat(stat, digits, base))
+            cells.append(" / ".join(parts) if any(p != "–" for p in parts) else "–")
+        train = Stat.of([r["scores"].get("train_seconds") for r in recs])
+        cells.append(fmt(train.mean, 0))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines, marked
+
+
+# the Transformer tables' columns: the RNN's, with tokenised BLEU on Multi30k
+TRANSFORMER_COLUMNS = {
+    "synthetic": COLUMNS["synthetic"],
+    "multi30k": [COLUMNS["multi30k"][0], ("tok. BLEU", ["bleu_tok"], 2),
+                 *COLUMNS["multi30k"][1:]],
+}
+
+
+def transformer_section(corpus_name: str, rows: Sequence[str], by_key: Dict[str, List[dict]],
+                        args) -> Tuple[List[str], bool]:
+    """The Transformer family's part of the corpus section: its recipe, one training
+    command, and its table (bold against ``syntax_transformer``)."""
+    r = args.transformer
+    budget = " and ".join([*([f"{r['updates']} updates"] if r["updates"] else []),
+                           *([f"{r['epochs']} epochs"] if r["epochs"] else [])])
+    lines = [
+        "### Transformer family",
+        "",
+        f"* Recipe of every Transformer method (`TRANSFORMER_RECIPES`): {budget} of at most "
+        f"{r['max_tokens']} tokens"
+        + (f" (or {args.max_minutes} min, whichever first)" if args.max_minutes else "")
+        + f", {r['layers']} + {r['layers']} layers of {r['embed_dim']}, FFN {r['ffn_dim']}, "
+        f"{r['heads']} heads, shared decoder input/output embeddings, dropout {r['dropout']}, "
+        f"Adam {r['adam_betas']} lr {r['lr']} with inverse-sqrt decay after "
+        f"{r['warmup_updates']} warm-up updates, weight decay {r['weight_decay']}, clip-norm "
+        f"{r['clip_norm']} (0: none), label smoothing {r['label_smoothing']}; each size given "
+        "to the model's base architecture. Supervised attention "
+        "(`syntax_transformer+supervised_attention`, Mi et al.'s squared distance) and "
+        "fairseq's `transformer_align` (`label_smoothed_cross_entropy_with_alignment`, "
+        "`--task translation --load-alignments`) supervise the same head: "
+        f"`{shlex.join(alignment_head_args(r))}`; their AER is that head's attention. "
+        "`fairseq_transformer` is fairseq's own `transformer` (`--task translation`), the "
+        "backbone's peer.",
+    ]
+    example = next((x for k in [TRANSFORMER_BACKBONE, *rows] for x in by_key.get(k, [])), None)
+    if example and example.get("commands", {}).get("train"):
+        lines += ["* Training command of one run:", "", "```bash",
+                  example["commands"]["train"], "```", ""]
+    if corpus_name == "multi30k":
+        lines.append("* tok. BLEU: sacreBLEU with `tokenize='none'` of the spaCy-tokenised "
+                     "hypotheses against the spaCy-tokenised references (`tok/`), the figure "
+                     "fairseq-generate's BLEU4 line computes, comparable with published "
+                     "tokenised Multi30k results; BLEU: detokenised sacreBLEU as above.")
+    lines.append("* DA / UA: of the trees `sa_transformer` induces (its first tree head of the "
+                 "highest tree layer); bold: against `syntax_transformer`.")
+    lines.append("")
+    table, marked = results_table(rows, by_key, TRANSFORMER_COLUMNS[corpus_name],
+                                  TRANSFORMER_BACKBONE)
+    return lines + table, marked
+
+
+HEADER = """# Results
+
+Measured by `fairseq-syntax-experiment` (`fairseq_syntax/experiment/`); each corpus
+section is rendered from the run records in `docs/results/CORPUS/`, nothing in it is typed
+by hand. How to reproduce: README.md, "Results".
+"""
+
+
+def update_results(path: str, corpus: str, body: str) -> None:
+    """Replace (or append) the ``corpus`` section of the results file (atomically)."""
+    begin, end = f"<!-- {corpus}:begin -->", f"<!-- {corpus}:end -->"
+    old = open(path, encoding="utf-8").read() if os.path.exists(path) else HEADER
+    block = f"{begin}\n{body}{end}"
+    if begin in old and end in old:
+        before, rest = old.split(begin, 1)
+        after = rest.split(end, 1)[1]
+        new = before + block + after
+    else:
+        new = old.rstrip("\n") + "\n\n" + block + "\n"
+    write_atomically(path, new)

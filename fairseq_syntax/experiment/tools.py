@@ -1,0 +1,192 @@
+"""Running fairseq's commands and the plugin's functions in their own processes, and
+reading what they write (logs, hypotheses)."""
+import concurrent.futures
+import json
+import multiprocessing
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List, Optional, Sequence
+
+from fairseq_syntax.user_dir import user_dir
+
+from .methods import USER_DIR_SHELL
+
+
+def tool_env(threads: Optional[int]) -> Dict[str, str]:
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    return env
+
+
+def tool_threads(args) -> Optional[int]:
+    """OMP/MKL threads of each tool process (None: torch's default)."""
+    return args.threads or (1 if args.jobs > 1 else None)
+
+
+def run_tool(cmd: Sequence[str], log_path: str, env, stdout_path: Optional[str] = None) -> str:
+    """Run ``cmd``; stdout to ``stdout_path`` (or the log), stderr to the log. Returns stdout
+    text; raises RuntimeError naming the log when it fails."""
+    with open(log_path, "a") as log:
+        log.write("$ " + shlex.join(map(str, cmd)) + "\n")
+        log.flush()
+        out = open(stdout_path, "w") if stdout_path else subprocess.PIPE
+        try:
+            proc = subprocess.run(list(map(str, cmd)), stdout=out, stderr=log, env=env, text=True)
+        finally:
+            if stdout_path:
+                out.close()
+        text = proc.stdout if not stdout_path else open(stdout_path, encoding="utf-8").read()
+        if not stdout_path:
+            log.write(text)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{os.path.basename(str(cmd[0]))} failed ({proc.returncode}), "
+                           f"see {log_path}")
+    return text
+
+
+def run_function(fn, kwargs: dict, log_path: str, threads: Optional[int] = None):
+    """``fn(**kwargs)`` in a fresh Python process, as a tool's own process ran it: its own
+    CPU clock (step times), torch threads (``threads``; None: torch's default) and memory,
+    its output appended to ``log_path``. Returns what ``fn`` returns; an error exit raises
+    RuntimeError naming the log."""
+    with open(log_path, "a") as log:
+        log.write(f"> {fn.__module__}.{fn.__qualname__}("
+                  + ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) + ")\n")
+    spawn = multiprocessing.get_context("spawn")  # no fork of a process with threads
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        return pool.submit(_logged_call, fn, kwargs, log_path, threads).result()
+
+
+def _logged_call(fn, kwargs: dict, log_path: str, threads: Optional[int]):
+    """The child of :func:`run_function`."""
+    import traceback
+    import warnings
+
+    import torch
+
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    warnings.simplefilter("ignore")
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return fn(**kwargs)
+    except SystemExit as err:  # the tools' error exit
+        raise RuntimeError(f"{fn.__module__}.{fn.__qualname__} failed ({err}), "
+                           f"see {log_path}") from None
+    except BaseException:
+        traceback.print_exc()
+        raise
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def shown(cmd: Sequence[str]) -> str:
+    """``cmd`` as a shell line, the plugin's folder as a reader's shell finds it."""
+    return shlex.join(map(str, cmd)).replace(shlex.quote(user_dir()), USER_DIR_SHELL)
+
+
+def read_lines(path: str) -> List[str]:
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def write_lines(path: str, lines: Sequence[str]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to a temporary file next to ``path``, then rename it over ``path``:
+    a reader (or a killed run) never sees half a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def hypotheses_of(generate_out: str) -> List[str]:
+    """The first ``H-`` line of every sentence, in sentence order."""
+    hyps: Dict[int, str] = {}
+    for line in read_lines(generate_out):
+        m = re.match(r"H-(\d+)\t[^\t]*\t?(.*)$", line)
+        if m and int(m.group(1)) not in hyps:
+            hyps[int(m.group(1))] = m.group(2)
+    return [hyps[i] for i in sorted(hyps)]
+
+
+def ribes_of(refs: Sequence[str], hyps: Sequence[str]) -> float:
+    from fairseq_syntax.syntax.ribes import corpus_ribes
+
+    return 100.0 * corpus_ribes([[r.split() for r in refs]], [h.split() for h in hyps])
+
+
+def read_train_log(path: str) -> dict:
+    """From the JSON lines of fairseq-train's ``--log-format json --log-file`` (other lines
+    skipped): the lowest validation loss and the perplexity of that epoch (the checkpoint
+    ``checkpoint_best.pt`` holds), the last epoch, the last update number and the validation
+    perplexity of every epoch (a resumed run's log repeats epochs: the last value counts)."""
+    out = {"valid_loss": None, "valid_ppl": None, "train_epochs": None,
+           "train_updates": None}
+    ppl_of_epoch: Dict[int, float] = {}
+    for line in read_lines(path):
+        if not line.startswith("{"):
+            continue
+        try:
+            stats = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # the config dict fairseq logs first (Python repr, not JSON)
+        if "valid_loss" in stats:
+            loss = float(stats["valid_loss"])
+            if out["valid_loss"] is None or loss < out["valid_loss"]:
+                out["valid_loss"] = loss
+                out["valid_ppl"] = float(stats["valid_ppl"])
+            out["train_epochs"] = int(stats["epoch"])
+            ppl_of_epoch[int(stats["epoch"])] = float(stats["valid_ppl"])
+        for name in ("num_updates", "train_num_updates", "valid_num_updates"):
+            if name in stats:
+                out["train_updates"] = int(float(stats[name]))
+    out["valid_ppl_by_epoch"] = [ppl_of_epoch[e] for e in sorted(ppl_of_epoch)]
+    return out
+
+
+def smoothed_loss_floor(epsilon: float, vocab_size: int) -> float:
+    """The lowest loss per token (bits) of fairseq's ``label_smoothed_cross_entropy``:
+    it is the cross-entropy of the model's distribution against the smoothed target
+    (1 - epsilon on the reference, epsilon / (V - 1) on each other word), so by Gibbs'
+    inequality no model, however long it trains, goes below that target's entropy. A run
+    whose validation loss is within x % of this floor is within x % of any longer run."""
+    import math
+
+    other = epsilon / (vocab_size - 1)
+    nats = -(1 - epsilon) * math.log(1 - epsilon) - epsilon * math.log(other)
+    return nats / math.log(2)
+
+
+def target_vocab_size(databin: str) -> int:
+    """Size of the output layer: the target dictionary of ``databin`` with fairseq's
+    four special symbols."""
+    from fairseq.data import Dictionary
+
+    manifest = os.path.join(databin, "syntax_manifest.json")
+    with open(manifest) as f:
+        target = json.load(f)["target_lang"]
+    return len(Dictionary.load(os.path.join(databin, f"dict.{target}.txt")))

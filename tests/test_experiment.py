@@ -356,16 +356,20 @@ def test_multi30k_defaults_and_train_command():
         "d/tree2seq_length_prior.seed2.json"
 
 
+def peer_and_backbone(peer_key, backbone_key):
+    """Multi30k options, corpus, and (method, fairseq-train command) of a peer and a backbone."""
+    args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
+    corpus = corpora.Corpus("multi30k", "bin", {})
+    return args, corpus, *(
+        (method, runs.train_command(method, corpus, args, "save", seed=1))
+        for key in (peer_key, backbone_key) for method in methods.select_methods(key))
+
+
 def test_fairseq_lstm_is_trained_as_the_backbones_peer():
     """``--methods lstm``: fairseq's own lstm with the backbone's sizes, optimiser, batches and
     budget, built as fairseq-syntax-parity and fairseq-syntax-step-time build it, decoded under
     ``--task translation``, and its step time measured against the backbone's."""
-    args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
-    (lstm,) = methods.select_methods("lstm")
-    (backbone,) = methods.select_methods("attentional_rnn")
-    corpus = corpora.Corpus("multi30k", "bin", {})
-    cmd = runs.train_command(lstm, corpus, args, "save", seed=1)
-    ours = runs.train_command(backbone, corpus, args, "save", seed=1)
+    args, corpus, (lstm, cmd), (backbone, ours) = peer_and_backbone("lstm", "attentional_rnn")
     assert cmd[cmd.index("--task"):cmd.index("--criterion")] == [
         "--task", "translation", "--arch", "lstm", "--encoder-bidirectional",
         "--decoder-out-embed-dim", "256"]
@@ -384,12 +388,8 @@ def test_fairseq_lstm_is_trained_as_the_backbones_peer():
 def test_fairseq_transformer_is_trained_as_the_transformer_backbones_peer():
     """``--methods fairseq_transformer``: fairseq's own transformer under ``--task translation``,
     with syntax_transformer's sizes, recipe, batches and budget."""
-    args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
-    (peer,) = methods.select_methods("fairseq_transformer")
-    (backbone,) = methods.select_methods("syntax_transformer")
-    corpus = corpora.Corpus("multi30k", "bin", {})
-    cmd = runs.train_command(peer, corpus, args, "save", seed=1)
-    ours = runs.train_command(backbone, corpus, args, "save", seed=1)
+    args, corpus, (peer, cmd), (_, ours) = peer_and_backbone("fairseq_transformer",
+                                                              "syntax_transformer")
     at = cmd.index("--task")
     assert cmd[at:at + 4] == ["--task", "translation", "--arch", "transformer"]
     assert ours[at:at + 4] == ["--task", "syntax_translation", "--arch", "syntax_transformer"]

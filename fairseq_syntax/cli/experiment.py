@@ -122,8 +122,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", default=None,
                    help="comma-separated methods, or 'all': the architectures, "
                    "attentional_rnn+supervised_attention, attentional_rnn+blackout, "
-                   "tree2seq+length_prior, syntax_transformer+supervised_attention, "
-                   "transformer_align; 'transformer' stands for the Transformer family "
+                   "sdatt_double_syntax+gaussian_weights, tree2seq+length_prior, "
+                   "syntax_transformer+supervised_attention, transformer_align, and "
+                   "fairseq's own lstm and fairseq_transformer (the backbones' peers); "
+                   "'transformer' stands for the Transformer family "
                    "(trained with TRANSFORMER_RECIPES) (default: synthetic "
                    + DEFAULT_METHODS["synthetic"] + "; multi30k "
                    + DEFAULT_METHODS["multi30k"] + ")")

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import time
 from typing import List, Optional, Sequence, Tuple
 
@@ -26,6 +25,7 @@ from fairseq_syntax.syntax.conllu_io import ParsedSentence, format_conllu
 from fairseq_syntax.syntax.dependency import validate_heads
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.spacy_parser import ParserPool, SpacyParser
+from fairseq_syntax.syntax.text_io import atomic_text_file
 
 logger = logging.getLogger("fairseq_syntax_preprocess")
 
@@ -64,20 +64,10 @@ def read_cache_header(path: str) -> Optional[dict]:
 
 def write_cache(path: str, trees: Sequence[ParsedSentence], header: dict) -> None:
     """Write ``trees`` as CoNLL-U with the header line, atomically (temp file + rename)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(CACHE_HEADER + json.dumps(header, sort_keys=True) + "\n")
-            for tree in trees:
-                out.write(format_conllu(tree.words, tree.heads, tree.deprels))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
+    with atomic_text_file(path) as out:
+        out.write(CACHE_HEADER + json.dumps(header, sort_keys=True) + "\n")
+        for tree in trees:
+            out.write(format_conllu(tree.words, tree.heads, tree.deprels))
 
 
 def read_cache_trees(path: str) -> List[ParsedSentence]:

@@ -441,3 +441,19 @@ def test_read_conllu_errors(tmp_path, old, new, line, pattern):
     with pytest.raises(SyntaxInputError, match=pattern) as info:
         read_conllu_trees(str(path))
     assert str(info.value).startswith(f"{path}:{line}: ")
+
+
+def test_atomic_text_file_replaces_the_file_only_when_the_block_succeeds(tmp_path):
+    from fairseq_syntax.syntax.text_io import atomic_text_file
+
+    path = tmp_path / "out.txt"
+    path.write_text("old\n")
+    with pytest.raises(RuntimeError):
+        with atomic_text_file(str(path)) as f:
+            f.write("half")
+            raise RuntimeError("killed")
+    assert path.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    with atomic_text_file(str(path)) as f:
+        f.write("new ü\n")
+    assert path.read_text(encoding="utf-8") == "new ü\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]

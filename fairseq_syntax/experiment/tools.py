@@ -8,9 +8,9 @@ import re
 import shlex
 import subprocess
 import sys
-import tempfile
 from typing import Dict, List, Optional, Sequence
 
+from fairseq_syntax.syntax.text_io import atomic_text_file
 from fairseq_syntax.user_dir import user_dir
 
 from .methods import USER_DIR_SHELL
@@ -105,22 +105,9 @@ def write_lines(path: str, lines: Sequence[str]) -> None:
 
 
 def write_atomically(path: str, text: str) -> None:
-    """Write ``text`` to a temporary file next to ``path``, then rename it over ``path``:
-    a reader (or a killed run) never sees half a file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` to ``path`` atomically (:func:`~fairseq_syntax.syntax.text_io.atomic_text_file`)."""
+    with atomic_text_file(path) as f:
+        f.write(text)
 
 
 def hypotheses_of(generate_out: str) -> List[str]:

@@ -1,9 +1,12 @@
 """Strict line-oriented text reading: UTF-8 only, every error names the file and line.
 
 Lines split on ``\\n`` only (``\\r\\n`` counts as one), so line numbers match an editor's; a
-leading UTF-8 BOM is dropped.
+leading UTF-8 BOM is dropped. Text files are written atomically (:func:`atomic_text_file`).
 """
-from typing import Iterator, List, Tuple
+import contextlib
+import os
+import tempfile
+from typing import IO, Iterator, List, Tuple
 
 from .errors import SyntaxInputError
 
@@ -50,3 +53,23 @@ def read_text_lines(path: str, allow_empty: bool = False) -> List[str]:
             )
         lines.append(text)
     return lines
+
+
+@contextlib.contextmanager
+def atomic_text_file(path: str) -> Iterator[IO[str]]:
+    """A UTF-8 text file that replaces ``path`` only when the ``with`` block ends without an
+    error (a temporary file beside it, synced, then renamed): a reader, or a killed run, never
+    sees half a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

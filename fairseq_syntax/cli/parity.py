@@ -20,10 +20,10 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_syntax.cli import FAIRSEQ_LSTM, fairseq_lstm_args
+from fairseq_syntax.cli import FAIRSEQ_LSTM, task_arch_args
 from fairseq_syntax.experiment.corpora import prepare_multi30k, prepare_synthetic
 from fairseq_syntax.experiment.methods import DECODING, Row
-from fairseq_syntax.experiment.runs import score_split
+from fairseq_syntax.experiment.runs import score_split, size_args
 from fairseq_syntax.experiment.tools import read_train_log, tool_env, write_atomically
 from fairseq_syntax.user_dir import user_dir
 
@@ -31,14 +31,11 @@ BACKBONE, LSTM = "attentional_rnn", FAIRSEQ_LSTM
 
 
 def model_args(name: str, args) -> List[str]:
-    """Task, architecture and sizes of one of the two models."""
-    sizes = ["--encoder-embed-dim", str(args.embed_dim), "--decoder-embed-dim", str(args.embed_dim),
-             "--encoder-hidden-size", str(args.encoder_hidden),
-             "--decoder-hidden-size", str(args.decoder_hidden), "--dropout", str(args.dropout)]
-    if name == LSTM:  # --user-dir: the plugin lets torch.load read fairseq's checkpoints
-        return ["--user-dir", user_dir(), *fairseq_lstm_args(args.embed_dim), *sizes]
-    return ["--user-dir", user_dir(), "--task", "syntax_translation", "--arch", BACKBONE,
-            *sizes, *shlex.split(args.backbone_args)]
+    """Task, architecture and sizes of one of the two models (--user-dir: the plugin lets
+    torch.load read fairseq's checkpoints too)."""
+    extra = [] if name == LSTM else shlex.split(args.backbone_args)
+    return ["--user-dir", user_dir(), *task_arch_args(name, args.embed_dim), *size_args(args),
+            *extra]
 
 
 def train_command(name: str, databin: str, args, save: str) -> List[str]:

@@ -39,7 +39,7 @@ def _set_distances(sets: np.ndarray) -> np.ndarray:
     return (count[..., 0] if count.shape[-1] == 1 else count.sum(-1)).astype(np.int64)
 
 
-def _pad_pairs(dist: np.ndarray, real: np.ndarray) -> torch.Tensor:
+def _pad_rows_and_columns(dist: np.ndarray, real: np.ndarray) -> torch.Tensor:
     """``dist`` with :data:`PAD_DISTANCE` at every row and column that is not ``real``."""
     dist[~real] = PAD_DISTANCE
     dist.transpose(0, 2, 1)[~real] = PAD_DISTANCE
@@ -51,7 +51,7 @@ def tree_distances(heads: torch.Tensor) -> torch.Tensor:
     HEAD_PAD), :data:`PAD_DISTANCE` at padding."""
     h = heads.numpy()
     start = np.broadcast_to(np.arange(h.shape[1]), h.shape)
-    return _pad_pairs(_set_distances(_ancestor_sets(h, start)), h != HEAD_PAD)
+    return _pad_rows_and_columns(_set_distances(_ancestor_sets(h, start)), h != HEAD_PAD)
 
 
 def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
@@ -80,7 +80,7 @@ def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     to_eos = np.where(eos[batch], 0, EOS_DISTANCE)
     dist[batch, position] = to_eos
     dist[batch, :, position] = to_eos
-    return _pad_pairs(dist, real)
+    return _pad_rows_and_columns(dist, real)
 
 
 class BatchRows(NamedTuple):

@@ -67,6 +67,8 @@ def train_sentencepiece(splits: Sequence[SplitData], model_prefix: str, vocab_si
 
 
 def _check_pieces(pieces: List[str], path: str, line: int, what: str) -> None:
+    if " ".join(pieces).split() == pieces:  # no piece empty or holding whitespace
+        return
     for piece in pieces:
         if not piece or len(piece.split()) != 1 or piece != piece.strip():
             raise SyntaxInputError(

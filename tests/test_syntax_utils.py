@@ -14,6 +14,7 @@ from fairseq_syntax.syntax.dependency import (
     binarize_head_outward,
     hang_pieces_below_words,
     project_heads_to_subwords,
+    project_dependency_tree,
     subword_binary_tree,
     validate_heads,
 )
@@ -178,6 +179,8 @@ def test_projection_properties_on_random_trees(heads, counts):
     validate_heads(sub)  # one tree, eos included
     rows = subword_binary_tree(heads, counts)
     check_binary_tree(rows, sum(counts))
+    both = project_dependency_tree(heads, counts)  # the two rows at once, validated once
+    assert both[0] == sub and both[1].tolist() == rows.tolist()
     sets = leaf_sets(rows, sum(counts))
     start = 0
     for c in counts:  # every word's pieces form a phrase

@@ -11,8 +11,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from fairseq_syntax.syntax.dependency import (hang_pieces_below_words, project_heads_to_subwords,
-                                              subword_binary_tree)
+from fairseq_syntax.syntax.dependency import (hang_pieces_below_words, project_dependency_tree,
+                                              project_heads_to_subwords)
 from fairseq_syntax.syntax.pharaoh import project_alignment_to_subwords
 from fairseq_syntax.syntax.side_values import EOS_WORD
 from fairseq_syntax.syntax.subwords import word_index_of_pieces
@@ -52,9 +52,12 @@ def annotate(pieces_per_word: Sequence[int], word_heads: Optional[Sequence[int]]
             out.heads = np.asarray([-1], dtype=np.int32)
             out.tree = np.zeros(0, dtype=np.int32)
         else:
-            out.heads = np.asarray(project_heads_to_subwords(word_heads, counts), dtype=np.int32)
-            binary = (subword_binary_tree(word_heads, counts) if word_tree is None
-                      else hang_pieces_below_words(word_tree, counts))
+            if word_tree is None:
+                heads, binary = project_dependency_tree(word_heads, counts)
+            else:
+                heads = project_heads_to_subwords(word_heads, counts)
+                binary = hang_pieces_below_words(word_tree, counts)
+            out.heads = np.asarray(heads, dtype=np.int32)
             out.tree = binary.astype(np.int32).reshape(-1)
     if word_links is not None:
         out.links = project_alignment_to_subwords(word_links, counts, target_pieces_per_word)

@@ -111,6 +111,10 @@ def project_heads_to_subwords(
             "need one piece count per word"
         )
     validate_heads(word_heads)
+    return _project_valid_heads(word_heads, pieces_per_word)
+
+
+def _project_valid_heads(word_heads: Sequence[int], pieces_per_word: Sequence[int]) -> List[int]:
     first = []
     total = 0
     for i, count in enumerate(pieces_per_word):
@@ -154,6 +158,10 @@ def binarize_head_outward(heads: Sequence[int]) -> np.ndarray:
     """
     heads = [int(h) for h in heads]
     validate_heads(heads)
+    return _binarize_valid_heads(heads)
+
+
+def _binarize_valid_heads(heads: List[int]) -> np.ndarray:
     n = len(heads)
     dependents: List[List[int]] = [[] for _ in range(n)]
     root = -1
@@ -163,15 +171,10 @@ def binarize_head_outward(heads: Sequence[int]) -> np.ndarray:
         else:
             dependents[h].append(i)  # ascending order of position
     # absorption order: right dependents closest first, then left dependents closest first
-    order: List[List[int]] = []
-    for h in range(n):
-        right = [d for d in dependents[h] if d > h]
-        left = [d for d in dependents[h] if d < h]
-        order.append(right + left[::-1])
-
-    rows = np.zeros((max(n - 1, 0), 2), dtype=np.int64)
+    order = [[d for d in deps if d > h] + [d for d in reversed(deps) if d < h]
+             for h, deps in enumerate(dependents)]
+    rows: List[tuple] = []  # row k: the children of node n + k
     phrase = list(range(n))  # current top node of each head's phrase
-    next_node = n
     stack = [(root, False)]
     while stack:
         h, expanded = stack.pop()
@@ -182,12 +185,10 @@ def binarize_head_outward(heads: Sequence[int]) -> np.ndarray:
             continue
         cur = h
         for d in order[h]:
-            pair = (cur, phrase[d]) if d > h else (phrase[d], cur)
-            rows[next_node - n] = pair
-            cur = next_node
-            next_node += 1
+            rows.append((cur, phrase[d]) if d > h else (phrase[d], cur))
+            cur = n + len(rows) - 1
         phrase[h] = cur
-    return rows
+    return np.array(rows, dtype=np.int64).reshape(max(n - 1, 0), 2)
 
 
 def check_binary_tree(rows, n: int, what: str = "binary tree") -> np.ndarray:
@@ -248,23 +249,29 @@ def hang_pieces_below_words(word_tree, pieces_per_word: Sequence[int]) -> np.nda
     for w, c in enumerate(counts):
         if c < 1:
             raise ValueError(f"word {w} has {c} subword pieces; every word needs at least one")
-    word_tree = check_binary_tree(word_tree, n_words, what="word tree")
-    n = sum(counts)
-    rows = np.empty((n - 1, 2), dtype=np.int64)
-    top = np.empty(n_words, dtype=np.int64)  # the node that stands for each word
-    start, next_node = 0, n
-    for w, c in enumerate(counts):
+    return _hang_pieces(check_binary_tree(word_tree, n_words, what="word tree"), counts)
+
+
+def _hang_pieces(word_tree: np.ndarray, counts: List[int]) -> np.ndarray:
+    n_words, n = len(counts), sum(counts)
+    if n == n_words:  # one piece per word: the word tree itself
+        return word_tree.reshape(n - 1, 2)
+    rows: List[tuple] = []
+    top = []  # the node that stands for each word
+    start = 0
+    for c in counts:
         right = start + c - 1  # innermost first: (p_{c-2}, p_{c-1}), then (p_{c-3}, ·), ...
         for left in range(start + c - 2, start - 1, -1):
-            rows[next_node - n] = (left, right)
-            right = next_node
-            next_node += 1
-        top[w] = right
+            rows.append((left, right))
+            right = n + len(rows) - 1
+        top.append(right)
         start += c
+    pieces = np.array(rows, dtype=np.int64).reshape(-1, 2)
     # word tree nodes: leaf w -> top[w]; node W + k -> the k-th node after the pieces' nodes
-    rows[next_node - n:] = np.where(word_tree < n_words, top[np.minimum(word_tree, n_words - 1)],
-                                    word_tree - n_words + next_node)
-    return rows
+    top = np.array(top, dtype=np.int64)
+    words = np.where(word_tree < n_words, top[np.minimum(word_tree, n_words - 1)],
+                     word_tree - n_words + n + len(rows))
+    return np.concatenate([pieces, words.reshape(-1, 2)])
 
 
 def subword_binary_tree(word_heads: Sequence[int], pieces_per_word: Sequence[int]) -> np.ndarray:
@@ -278,3 +285,19 @@ def subword_binary_tree(word_heads: Sequence[int], pieces_per_word: Sequence[int
             "need one piece count per word"
         )
     return hang_pieces_below_words(binarize_head_outward(word_heads), pieces_per_word)
+
+
+def project_dependency_tree(word_heads: Sequence[int], pieces_per_word: Sequence[int]):
+    """Both side-file rows of a dependency tree at once: ``(heads, tree)`` as
+    :func:`project_heads_to_subwords` and :func:`subword_binary_tree` give them, the word
+    tree validated once."""
+    if len(word_heads) != len(pieces_per_word):
+        raise ValueError(
+            f"{len(word_heads)} heads but {len(pieces_per_word)} piece counts: "
+            "need one piece count per word"
+        )
+    heads = [int(h) for h in word_heads]
+    validate_heads(heads)
+    counts = [int(c) for c in pieces_per_word]
+    pieces = _project_valid_heads(heads, counts)  # checks every count >= 1
+    return pieces, _hang_pieces(_binarize_valid_heads(heads), counts)

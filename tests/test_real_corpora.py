@@ -57,6 +57,43 @@ def test_grow_diag_needs_an_unaligned_word_and_grows_in_chains():
         grow_diag_final_and([(0, 3)], [], 2, 2)
 
 
+def koehn_grow_diag_final_and(forward, reverse, n_src, n_tgt):
+    """Koehn's pseudocode as written: nested row-major loops over every (i, j), repeated
+    until a pass adds nothing; then final-and over each direction's points, row-major."""
+    union, alignment = set(forward) | set(reverse), set(forward) & set(reverse)
+    src_aligned = lambda i: any((i, j) in alignment for j in range(n_tgt))  # noqa: E731
+    tgt_aligned = lambda j: any((i, j) in alignment for i in range(n_src))  # noqa: E731
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n_src):
+            for j in range(n_tgt):
+                if (i, j) not in alignment:
+                    continue
+                for di, dj in ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1)):
+                    p = (i + di, j + dj)
+                    if p in union and p not in alignment and (
+                            not src_aligned(p[0]) or not tgt_aligned(p[1])):
+                        alignment.add(p)
+                        changed = True
+    for direction in (forward, reverse):
+        for i, j in sorted(set(direction)):
+            if not src_aligned(i) and not tgt_aligned(j):
+                alignment.add((i, j))
+    return sorted(alignment)
+
+
+def test_grow_diag_final_and_equals_the_pseudocode_on_random_alignments():
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        n_src, n_tgt = rng.integers(1, 9, size=2)
+        forward, reverse = ([tuple(int(x) for x in p) for p in zip(
+            rng.integers(0, n_src, k), rng.integers(0, n_tgt, k))]
+            for k in rng.integers(0, 14, size=2))
+        assert grow_diag_final_and(forward, reverse, n_src, n_tgt) == \
+            koehn_grow_diag_final_and(forward, reverse, n_src, n_tgt)
+
+
 # ----------------------------------------------------------------------------- tiny parser
 
 

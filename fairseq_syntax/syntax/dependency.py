@@ -173,16 +173,16 @@ def _binarize_valid_heads(heads: List[int]) -> np.ndarray:
     # absorption order: right dependents closest first, then left dependents closest first
     order = [[d for d in deps if d > h] + [d for d in reversed(deps) if d < h]
              for h, deps in enumerate(dependents)]
+    # post-order (each head after its dependents' phrases, in absorption order): the
+    # reverse of the pre-order that visits a head's dependents last-absorbed first
+    visit, walk = [root], []
+    while visit:
+        h = visit.pop()
+        walk.append(h)
+        visit.extend(order[h])
     rows: List[tuple] = []  # row k: the children of node n + k
     phrase = list(range(n))  # current top node of each head's phrase
-    stack = [(root, False)]
-    while stack:
-        h, expanded = stack.pop()
-        if not expanded:
-            stack.append((h, True))
-            for d in reversed(order[h]):  # so that order[h][0] is built first
-                stack.append((d, False))
-            continue
+    for h in reversed(walk):
         cur = h
         for d in order[h]:
             rows.append((cur, phrase[d]) if d > h else (phrase[d], cur))

@@ -7,6 +7,7 @@ adds nothing; final-and: for each direction (source-to-target first), add its po
 whose source and target words are both unaligned.  Links are 0-based ``(source, target)`` in both
 inputs (as eflomal and fast_align write the reverse direction).
 """
+from bisect import bisect_right, insort
 from typing import Iterable, List, Set, Tuple
 
 Link = Tuple[int, int]
@@ -38,16 +39,12 @@ def grow_diag_final_and(
     alignment = fwd & rev
     src_aligned = [False] * n_src
     tgt_aligned = [False] * n_tgt
-    rows: List[Set[int]] = [set() for _ in range(n_src)]  # aligned targets of each source word
-
-    def add(i: int, j: int) -> None:
-        alignment.add((i, j))
-        rows[i].add(j)
-        src_aligned[i] = True
-        tgt_aligned[j] = True
-
-    for i, j in list(alignment):
-        add(i, j)
+    rows: List[List[int]] = [[] for _ in range(n_src)]  # aligned targets of each source word, sorted
+    for i, j in alignment:
+        rows[i].append(j)
+        src_aligned[i] = tgt_aligned[j] = True
+    for row in rows:
+        row.sort()
 
     # grow-diag: only points of the union can ever be added, so the candidates are few.
     candidates = union - alignment
@@ -58,21 +55,22 @@ def grow_diag_final_and(
         # position is visited in this same pass, one added behind it in the next pass,
         # exactly as the pseudocode's nested loops over all (i, j) do.
         for i in range(n_src):
-            j = -1
-            while True:
-                ahead = [x for x in rows[i] if x > j]
-                if not ahead:
-                    break
-                j = min(ahead)
+            row, k = rows[i], 0
+            while k < len(row):
+                j = row[k]
                 for di, dj in NEIGHBOURS:
                     p = (i + di, j + dj)
                     if p in candidates and (not src_aligned[p[0]] or not tgt_aligned[p[1]]):
-                        add(*p)
+                        alignment.add(p)
+                        insort(rows[p[0]], p[1])
+                        src_aligned[p[0]] = tgt_aligned[p[1]] = True
                         candidates.discard(p)
                         changed = True
+                k = bisect_right(row, j)  # the next aligned point after j in row i
     # final-and
     for direction in (fwd, rev):
         for i, j in sorted(direction):
             if not src_aligned[i] and not tgt_aligned[j]:
-                add(i, j)
+                alignment.add((i, j))
+                src_aligned[i] = tgt_aligned[j] = True
     return sorted(alignment)

@@ -32,11 +32,12 @@ DEFAULTS = {
 }
 DEFAULT_METHODS = {
     "synthetic": ",".join([
-        "attentional_rnn", "attentional_rnn+supervised_attention", "sdatt_double_syntax",
-        "sa_nmt_shared", "sa_nmt_hard", "tree2seq", "lookahead_concat"]),
+        "attentional_rnn", "attentional_rnn+supervised_attention",
+        "sdatt_double_syntax+gaussian_weights", "sa_nmt_shared", "sa_nmt_hard", "tree2seq",
+        "lookahead_concat"]),
     "multi30k": ",".join([
-        "attentional_rnn", "lstm", "sdatt_double_syntax", "lookahead_concat", "sa_nmt_hard",
-        "sa_nmt_shared", "tree2seq", "tree2seq+length_prior",
+        "attentional_rnn", "lstm", "sdatt_double_syntax+gaussian_weights", "lookahead_concat",
+        "sa_nmt_hard", "sa_nmt_shared", "tree2seq", "tree2seq+length_prior",
         "attentional_rnn+supervised_attention"]),
 }
 # The Transformer family's recipe per corpus (issue 17 item 5), declared once: sizes,

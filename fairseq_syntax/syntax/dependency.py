@@ -91,6 +91,14 @@ def validate_heads(
         )
 
 
+def _check_one_count_per_word(word_heads: Sequence[int], pieces_per_word: Sequence[int]) -> None:
+    if len(word_heads) != len(pieces_per_word):
+        raise ValueError(
+            f"{len(word_heads)} heads but {len(pieces_per_word)} piece counts: "
+            "need one piece count per word"
+        )
+
+
 def project_heads_to_subwords(
     word_heads: Sequence[int], pieces_per_word: Sequence[int]
 ) -> List[int]:
@@ -105,11 +113,7 @@ def project_heads_to_subwords(
     Example: words ``[a, bcd, e]`` with heads ``[1, -1, 1]`` and pieces ``[1, 3, 1]``
     give ``[1, -1, 1, 1, 1, 1]`` (positions a, b, c, d, e, eos).
     """
-    if len(word_heads) != len(pieces_per_word):
-        raise ValueError(
-            f"{len(word_heads)} heads but {len(pieces_per_word)} piece counts: "
-            "need one piece count per word"
-        )
+    _check_one_count_per_word(word_heads, pieces_per_word)
     validate_heads(word_heads)
     return _project_valid_heads(word_heads, pieces_per_word)
 
@@ -255,7 +259,7 @@ def hang_pieces_below_words(word_tree, pieces_per_word: Sequence[int]) -> np.nda
 def _hang_pieces(word_tree: np.ndarray, counts: List[int]) -> np.ndarray:
     n_words, n = len(counts), sum(counts)
     if n == n_words:  # one piece per word: the word tree itself
-        return word_tree.reshape(n - 1, 2)
+        return word_tree.reshape(n - 1, 2).copy()
     rows: List[tuple] = []
     top = []  # the node that stands for each word
     start = 0
@@ -279,23 +283,14 @@ def subword_binary_tree(word_heads: Sequence[int], pieces_per_word: Sequence[int
     word-level tree binarised head-outward (:func:`binarize_head_outward`), then each
     word's pieces hung below it (:func:`hang_pieces_below_words`). ``[n - 1, 2]`` int64
     over the ``n`` subword pieces (eos excluded)."""
-    if len(word_heads) != len(pieces_per_word):
-        raise ValueError(
-            f"{len(word_heads)} heads but {len(pieces_per_word)} piece counts: "
-            "need one piece count per word"
-        )
-    return hang_pieces_below_words(binarize_head_outward(word_heads), pieces_per_word)
+    return project_dependency_tree(word_heads, pieces_per_word)[1]
 
 
 def project_dependency_tree(word_heads: Sequence[int], pieces_per_word: Sequence[int]):
     """Both side-file rows of a dependency tree at once: ``(heads, tree)`` as
     :func:`project_heads_to_subwords` and :func:`subword_binary_tree` give them, the word
     tree validated once."""
-    if len(word_heads) != len(pieces_per_word):
-        raise ValueError(
-            f"{len(word_heads)} heads but {len(pieces_per_word)} piece counts: "
-            "need one piece count per word"
-        )
+    _check_one_count_per_word(word_heads, pieces_per_word)
     heads = [int(h) for h in word_heads]
     validate_heads(heads)
     counts = [int(c) for c in pieces_per_word]

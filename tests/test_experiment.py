@@ -387,7 +387,8 @@ def test_fairseq_lstm_is_trained_as_the_backbones_peer():
 
 def test_fairseq_transformer_is_trained_as_the_transformer_backbones_peer():
     """``--methods fairseq_transformer``: fairseq's own transformer under ``--task translation``,
-    with syntax_transformer's sizes, recipe, batches and budget."""
+    with syntax_transformer's sizes, recipe, batches and budget, and its step time measured
+    against the backbone's."""
     args, corpus, (peer, cmd), (_, ours) = peer_and_backbone("fairseq_transformer",
                                                               "syntax_transformer")
     at = cmd.index("--task")
@@ -397,6 +398,7 @@ def test_fairseq_transformer_is_trained_as_the_transformer_backbones_peer():
     assert "fairseq_transformer" in methods.method_keys(methods.select_methods("transformer"))
     generate = runs.generate_command(corpus, "ckpt", args, task=peer.task)
     assert generate[generate.index("--task") + 1] == "translation"
+    assert runs.step_time_batches_of(peer, args) == 8
 
 
 def test_a_method_with_model_args_trains_with_them_and_records_them():

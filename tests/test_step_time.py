@@ -30,3 +30,18 @@ def test_lstm_is_fairseqs_own_as_the_parity_benchmark_builds_it(synthetic_databi
     totals = measure(str(synthetic_databin), ["lstm", "attentional_rnn"], TINY_MODEL,
                      batches=2, rounds=1, max_tokens=300)
     assert list(totals) == ["lstm", "attentional_rnn"]
+
+
+def test_transformer_is_fairseqs_own_under_the_translation_task(synthetic_databin):
+    from fairseq.models.transformer import TransformerModel
+
+    from fairseq_syntax.cli.step_time import build_run
+
+    sizes = ["--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-layers", "1",
+             "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-layers", "1"]
+    task, model, _, _ = build_run(str(synthetic_databin), "transformer", sizes)
+    assert type(model) is TransformerModel and type(task).__name__ == "TranslationTask"
+    assert model.encoder.embed_tokens.embedding_dim == 32 and len(model.decoder.layers) == 1
+    totals = measure(str(synthetic_databin), ["syntax_transformer", "transformer"], sizes,
+                     batches=2, rounds=1, max_tokens=300)
+    assert list(totals) == ["syntax_transformer", "transformer"]

@@ -12,19 +12,16 @@ def training_config(argv):
     return convert_namespace_to_omegaconf(args)
 
 
-FAIRSEQ_LSTM = "lstm"
-
-
-def fairseq_lstm_args(embed_dim) -> list:
-    """Task and architecture of fairseq's own ``lstm`` as the backbone's peer: bidirectional
-    encoder, output projection to the embedding size (the backbone's defaults)."""
-    return ["--task", "translation", "--arch", FAIRSEQ_LSTM, "--encoder-bidirectional",
-            "--decoder-out-embed-dim", str(embed_dim)]
+# fairseq's own architectures that are the backbones' peers (``--task translation``)
+FAIRSEQ_LSTM, FAIRSEQ_TRANSFORMER = "lstm", "transformer"
+FAIRSEQ_PEERS = (FAIRSEQ_LSTM, FAIRSEQ_TRANSFORMER)
 
 
 def task_arch_args(arch: str, embed_dim, task: str = "syntax_translation") -> list:
-    """``--task`` and ``--arch`` of a run of ``arch``; fairseq's lstm as the backbone's peer
-    (:func:`fairseq_lstm_args`)."""
+    """``--task`` and ``--arch`` of a run of ``arch``; fairseq's own peers under ``--task
+    translation``, the lstm as the backbone's peer: bidirectional encoder, output projection
+    to the embedding size (the backbone's defaults)."""
     if arch == FAIRSEQ_LSTM:
-        return fairseq_lstm_args(embed_dim)
-    return ["--task", task, "--arch", arch]
+        return ["--task", "translation", "--arch", FAIRSEQ_LSTM, "--encoder-bidirectional",
+                "--decoder-out-embed-dim", str(embed_dim)]
+    return ["--task", "translation" if arch in FAIRSEQ_PEERS else task, "--arch", arch]

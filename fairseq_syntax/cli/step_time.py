@@ -9,9 +9,10 @@ so the ratios to the first run hold under a load that whole ``fairseq-train`` ru
 is not counted. Process CPU time and wall time are both reported.
 
 A run is ``ARCH`` or ``ARCH+CRITERION`` (default criterion ``cross_entropy``);
-``--model-args`` are given to every run (default: the Multi30k recipe's sizes). ``lstm`` is
-fairseq's own, built as ``fairseq-syntax-parity`` trains it (``--task translation
---encoder-bidirectional --decoder-out-embed-dim`` = the decoder embedding size).
+``--model-args`` are given to every run (default: the Multi30k recipe's sizes). ``lstm`` and
+``transformer`` are fairseq's own (``--task translation``), the lstm built as
+``fairseq-syntax-parity`` trains it (``--encoder-bidirectional --decoder-out-embed-dim`` = the
+decoder embedding size).
 
 Examples: ``fairseq-syntax-step-time data-bin --runs attentional_rnn,tree2seq``;
 ``--runs lstm+label_smoothed_cross_entropy,attentional_rnn+label_smoothed_cross_entropy``

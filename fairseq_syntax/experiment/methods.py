@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_syntax.cli import FAIRSEQ_LSTM
+from fairseq_syntax.cli import FAIRSEQ_LSTM, FAIRSEQ_TRANSFORMER
 
 BACKBONE = "attentional_rnn"
 TRANSFORMER_BACKBONE = "syntax_transformer"
@@ -174,7 +174,7 @@ def transformer_methods() -> List[Method]:
 
     methods = [Method(a, a, family="transformer") for a in transformer_architectures()]
     methods[1:1] = [
-        Method(FAIRSEQ_TRANSFORMER_PEER, "transformer", family="transformer", task="translation"),
+        Method(FAIRSEQ_TRANSFORMER_PEER, FAIRSEQ_TRANSFORMER, family="transformer", task="translation"),
         Method(f"{TRANSFORMER_BACKBONE}+supervised_attention", TRANSFORMER_BACKBONE,
                "supervised_attention_cross_entropy", family="transformer", alignment_head=True),
         Method("transformer_align", "transformer_align",

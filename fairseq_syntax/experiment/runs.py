@@ -8,7 +8,7 @@ import shutil
 import time
 from typing import List, Sequence, Tuple
 
-from fairseq_syntax.cli import FAIRSEQ_LSTM, task_arch_args
+from fairseq_syntax.cli import FAIRSEQ_PEERS, task_arch_args
 from fairseq_syntax.user_dir import user_dir
 
 from .corpora import Corpus, Split
@@ -376,9 +376,9 @@ def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str,
 
 def step_time_batches_of(method: Method, args) -> int:
     """Batches of the step-time measurement of ``method`` (0: not measured). fairseq-syntax-step-time
-    builds runs of ``syntax_translation`` and fairseq's lstm (for which the ratio's inverse is the
-    backbone's words/s over lstm's)."""
-    measured = method.task == "syntax_translation" or method.arch == FAIRSEQ_LSTM
+    builds runs of ``syntax_translation`` and of fairseq's own peers (for which the ratio's inverse
+    is the backbone's words/s over the peer's)."""
+    measured = method.task == "syntax_translation" or method.arch in FAIRSEQ_PEERS
     return args.step_time_batches if measured else 0
 
 

@@ -12,12 +12,12 @@ from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_l
 from fairseq.data import Dictionary
 from sacrebleu.metrics import BLEU
 
-from conftest import run_cli
-from fairseq_syntax.cli import experiment, parity
+from conftest import TINY_MODEL, USER_DIR, run_cli
+from fairseq_syntax.cli import experiment, parity, task_arch_args
 from fairseq_syntax.experiment import corpora, methods, records, runs, tables
 from fairseq_syntax.cli.parity import LSTM
 from fairseq_syntax.experiment.tables import update_results
-from fairseq_syntax.experiment.tools import read_train_log, smoothed_loss_floor
+from fairseq_syntax.experiment.tools import read_train_log, smoothed_loss_floor, whole_split_loss
 from fairseq_syntax.data.synthetic_corpus import agreement_report
 from fairseq_syntax.syntax.conllu_io import read_conllu_trees
 from fairseq_syntax.syntax.tree_scores import read_gold_trees, score_corpus
@@ -385,6 +385,37 @@ def test_fairseq_lstm_is_trained_as_the_backbones_peer():
                             method="lstm", arch="lstm")
 
 
+def test_whole_split_loss_reads_every_sentence_that_fairseqs_validation_leaves_out(
+        synthetic_databin, tmp_path):
+    """fairseq 0.12's translation task leaves a last batch whose size is not a multiple of 8
+    out of its batches (fairseq issue #5036); ``whole_split_loss`` counts every valid sentence
+    and equals the criterion summed over batches of one sentence, whatever its batching."""
+    from fairseq import checkpoint_utils
+
+    run_cli(["fairseq-train", str(synthetic_databin), "--user-dir", USER_DIR,
+             *task_arch_args(LSTM, 16), *TINY_MODEL, "--criterion", "label_smoothed_cross_entropy",
+             "--label-smoothing", "0.1", "--optimizer", "adam", "--lr", "0.003",
+             "--max-tokens", "800", "--max-update", "3", "--cpu", "--seed", "1",
+             "--save-dir", str(tmp_path), "--no-epoch-checkpoints", "--no-progress-bar"])
+    ckpt = str(tmp_path / "checkpoint_last.pt")
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [ckpt], arg_overrides={"data": str(synthetic_databin)})
+    task.load_dataset("valid")
+    dataset, criterion = task.dataset("valid"), task.build_criterion(cfg.criterion)
+    dropping = [t for t in range(100, 1000, 20) if sum(map(len, dataset.batch_by_size(
+        dataset.ordered_indices(), max_tokens=t, required_batch_size_multiple=8))) < len(dataset)]
+    assert dropping  # fairseq's own batching leaves sentences out at these sizes
+    loss = nll = tokens = 0.0
+    for i in range(len(dataset)):
+        _, _, out = task.valid_step(dataset.collater([dataset[i]]), models[0], criterion)
+        loss, nll, tokens = loss + out["loss"], nll + out["nll_loss"], tokens + out["ntokens"]
+    for max_tokens in (dropping[0], 800):
+        whole = whole_split_loss(str(synthetic_databin), ckpt, max_tokens=max_tokens)
+        assert whole["sentences"] == len(dataset)
+        assert whole["loss"] == pytest.approx(float(loss) / tokens / np.log(2), rel=1e-5)
+        assert whole["ppl"] == pytest.approx(2 ** (float(nll) / tokens / np.log(2)), rel=1e-5)
+
+
 def test_fairseq_transformer_is_trained_as_the_transformer_backbones_peer():
     """``--methods fairseq_transformer``: fairseq's own transformer under ``--task translation``,
     with syntax_transformer's sizes, recipe, batches and budget, and its step time measured
@@ -656,6 +687,10 @@ def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
         assert cells[0] == "1" and cells[7] == f"{100 * alignment['aer']:.2f}"
         task = "translation" if key == "transformer_align" else "syntax_translation"
         assert f"--task {task} " in train and f"--task {task} " in record["commands"]["align"]
+        if task == "translation":  # valid ppl over every sentence, not fairseq's log's
+            whole = whole_split_loss(record["data_bin"], str(run / "checkpoint_best.pt"))
+            assert (scores["valid_loss"], scores["valid_ppl"]) == (
+                round(whole["loss"], 3), round(whole["ppl"], 2))
         if key == "sa_transformer":
             gold = read_gold_trees(str(raw / "test.en.conllu"))
             tree = score_corpus([t.heads for t in read_conllu_trees(

@@ -18,7 +18,8 @@ from .methods import (
 )
 from .tools import (
     hypotheses_of, read_lines, read_train_log, ribes_of, run_function, run_tool, shown,
-    smoothed_loss_floor, target_vocab_size, tool_threads, write_atomically, write_lines,
+    smoothed_loss_floor, target_vocab_size, tool_threads, whole_split_loss, write_atomically,
+    write_lines,
 )
 
 
@@ -294,6 +295,11 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
                                                 "train_seconds": row.train_seconds}) + "\n")
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
             setattr(row, name, value)
+        if method.task == "translation":  # fairseq's validation left the last batch out
+            whole = run_function(whole_split_loss, dict(
+                databin=corpus.databin, checkpoint=ckpt, cpu=not args.gpu), log,
+                threads=tool_threads(args))
+            row.valid_loss, row.valid_ppl = round(whole["loss"], 3), round(whole["ppl"], 2)
         if method.criterion != "blackout":
             row.valid_loss_floor = smoothed_loss_floor(label_smoothing_of(method, args),
                                                        target_vocab_size(corpus.databin))

@@ -188,7 +188,12 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         "the trees the `sa_nmt*` / `fa_nmt*` encoders induce on the test source, against the "
         + ("gold trees" if synthetic else "spaCy `en_core_web_sm` parses")
         + " (`fairseq-syntax-induced-trees`).",
-        "* valid ppl: fairseq's `valid_ppl` of the decoded checkpoint."
+        "* valid ppl: fairseq's `valid_ppl` of the decoded checkpoint; of `--task translation` "
+        "runs (fairseq's own peers, `transformer_align`) on every valid sentence "
+        "(`whole_split_loss`): fairseq 0.12's own datasets leave out a last batch whose size "
+        "is not a multiple of `--required-batch-size-multiple` (8; fairseq issue #5036), so "
+        "their validation after each epoch is over the rest (Multi30k: 1008 of 1014 "
+        "sentences, without the 6 longest)."
         + (" valid loss: its label-smoothed validation loss (bits per token), and how far "
            "above the floor no model can go below (`smoothed_loss_floor`: the entropy of the "
            "smoothed target). A run within 2 % of the floor is within 2 % of any longer "

@@ -155,6 +155,42 @@ def read_train_log(path: str) -> dict:
     return out
 
 
+def whole_split_loss(databin: str, checkpoint: str, split: str = "valid", max_tokens: int = 4000,
+                     cpu: bool = True) -> Dict[str, float]:
+    """Label-smoothed loss (bits per target token), perplexity (2 ** nll bits) and sentence
+    count of ``checkpoint`` on every sentence of ``split``, as fairseq-train's validation
+    computes them. fairseq 0.12's own datasets drop a last batch whose size is not a multiple
+    of ``--required-batch-size-multiple`` (default 8; fairseq issue #5036): a ``--task
+    translation`` run validates on 1008 of Multi30k's 1014 valid sentences, without the 6
+    longest; ``syntax_translation`` keeps them (``SyntaxDataset.batch_by_size``)."""
+    import argparse
+    import math
+
+    from fairseq import checkpoint_utils, utils
+
+    from fairseq_syntax.user_dir import user_dir
+
+    utils.import_user_module(argparse.Namespace(user_dir=user_dir()))
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [checkpoint], arg_overrides={"data": databin})
+    model = models[0] if cpu else models[0].cuda()
+    criterion = task.build_criterion(cfg.criterion)
+    task.load_dataset(split, combine=False, epoch=1)
+    dataset = task.dataset(split)
+    batches = task.get_batch_iterator(
+        dataset, max_tokens=max_tokens, required_batch_size_multiple=1,
+        max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
+    ).next_epoch_itr(shuffle=False)
+    sums = {"loss": 0.0, "nll_loss": 0.0, "ntokens": 0, "nsentences": 0}
+    for sample in batches:
+        _, _, out = task.valid_step(sample if cpu else utils.move_to_cuda(sample), model, criterion)
+        for key in sums:
+            sums[key] += float(out[key])
+    bits = 1.0 / (sums["ntokens"] * math.log(2))
+    return {"loss": sums["loss"] * bits, "ppl": 2 ** (sums["nll_loss"] * bits),
+            "sentences": int(sums["nsentences"])}
+
+
 def smoothed_loss_floor(epsilon: float, vocab_size: int) -> float:
     """The lowest loss per token (bits) of fairseq's ``label_smoothed_cross_entropy``:
     it is the cross-entropy of the model's distribution against the smoothed target

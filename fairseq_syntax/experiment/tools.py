@@ -184,6 +184,7 @@ def whole_split_loss(databin: str, checkpoint: str, split: str = "valid", max_to
     sums = {"loss": 0.0, "nll_loss": 0.0, "ntokens": 0, "nsentences": 0}
     for sample in batches:
         _, _, out = task.valid_step(sample if cpu else utils.move_to_cuda(sample), model, criterion)
+        out.setdefault("nll_loss", out["loss"])  # cross_entropy's loss is the nll
         for key in sums:
             sums[key] += float(out[key])
     bits = 1.0 / (sums["ntokens"] * math.log(2))

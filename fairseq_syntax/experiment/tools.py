@@ -163,14 +163,10 @@ def whole_split_loss(databin: str, checkpoint: str, split: str = "valid", max_to
     of ``--required-batch-size-multiple`` (default 8; fairseq issue #5036): a ``--task
     translation`` run validates on 1008 of Multi30k's 1014 valid sentences, without the 6
     longest; ``syntax_translation`` keeps them (``SyntaxDataset.batch_by_size``)."""
-    import argparse
     import math
 
     from fairseq import checkpoint_utils, utils
 
-    from fairseq_syntax.user_dir import user_dir
-
-    utils.import_user_module(argparse.Namespace(user_dir=user_dir()))
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [checkpoint], arg_overrides={"data": databin})
     model = models[0] if cpu else models[0].cuda()

@@ -329,6 +329,31 @@ def test_render_only_mean_sd_and_markers(tmp_path):
     assert _section(results) == section
 
 
+def test_gpu_runs_are_records_and_a_section_of_their_own(tmp_path):
+    """A run trained on the GPU (other numerics, other wall time) never stands in a CPU
+    table, nor a CPU run in the GPU's: device=gpu in its settings, its own folder and
+    section."""
+    records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
+    records_dir.mkdir()
+    base = ["--corpus", "multi30k", "--render-only", "--results-dir", str(records_dir),
+            "--results", str(results), "--methods", "syntax_transformer,sdatt_transformer"]
+    cpu, gpu = experiment.parse_args(base), experiment.parse_args([*base, "--gpu"])
+    description = corpora.corpus_description(cpu)
+    for args, key, bleu in ((cpu, "syntax_transformer", 30.0), (gpu, "sdatt_transformer", 40.0)):
+        with open(methods.record_path(str(records_dir), key, 1), "w") as f:
+            json.dump(_record(args, description, key, 1, {"bleu": bleu}), f)
+    assert experiment.main(base) == 0 and experiment.main([*base, "--gpu"]) == 0
+    cpu_rows, gpu_rows = _table(_section(results, "multi30k")), _table(_section(results, "multi30k-gpu"))
+    assert (cpu_rows["syntax_transformer"][1], cpu_rows["sdatt_transformer"][1]) == ("30.00", "not run yet")
+    assert (gpu_rows["syntax_transformer"][1], gpu_rows["sdatt_transformer"][1]) == ("not run yet", "40.00")
+    assert "trained on the GPU" in _section(results, "multi30k-gpu")
+    default = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--gpu"])
+    assert default.results_dir == os.path.join("docs", "results", "multi30k-gpu")
+    method = methods.Method("syntax_transformer", "syntax_transformer", family="transformer")
+    assert "--cpu" not in runs.train_command(method, corpora.Corpus("multi30k", "bin", {}),
+                                             default, "save", seed=1)
+
+
 def test_multi30k_defaults_and_train_command():
     args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--seeds", "1,2,3"])
     assert args.seeds == [1, 2, 3]

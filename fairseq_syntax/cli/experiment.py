@@ -12,7 +12,8 @@ project's scorers and writes
   method, sizes, budget, optimiser, decoding), the command lines, wall seconds, the date
   and facts about the host (schema: :func:`run_record`);
 * that corpus's section of the results file (between ``<!-- CORPUS:begin -->`` and
-  ``<!-- CORPUS:end -->``; other sections and any text outside the markers are kept),
+  ``<!-- CORPUS:end -->``; other sections and any text outside the markers are kept;
+  runs trained with ``--gpu`` have records, folder and section of their own, ``CORPUS-gpu``),
   rendered from **every** JSON file in the results folder whose settings equal the
   current ones, so runs of earlier sessions count. It is rewritten after each finished
   run (a killed experiment leaves an up-to-date table) and at the end, and
@@ -79,7 +80,9 @@ from fairseq_syntax.experiment.records import (
     host_facts, read_record, read_records, run_record, write_record,
 )
 from fairseq_syntax.experiment.runs import run_dir, run_method, run_settings
-from fairseq_syntax.experiment.tables import fmt, section_markdown, table_records, update_results
+from fairseq_syntax.experiment.tables import (
+    fmt, section_markdown, section_name, table_records, update_results,
+)
 from fairseq_syntax.experiment.tools import tool_env, tool_threads
 
 
@@ -134,7 +137,7 @@ def get_parser() -> argparse.ArgumentParser:
                    "with fairseq-train --seed N (default: 1)")
     p.add_argument("--results-dir",
                    help="folder of the run records, METHOD.seedN.json (default: "
-                   "docs/results/CORPUS/)")
+                   "docs/results/CORPUS/; with --gpu docs/results/CORPUS-gpu/)")
     p.add_argument("--render-only", action="store_true",
                    help="train nothing: render the corpus section of --results from the "
                    "records in --results-dir whose settings equal these options'")
@@ -174,7 +177,9 @@ def get_parser() -> argparse.ArgumentParser:
                    + ", ".join(TRANSFORMER_RECIPES["synthetic"]) + "); --updates/--epochs, "
                    "when given, are every method's budget")
     p.add_argument("--gpu", action="store_true",
-                   help="train and decode on the GPU (default: CPU, --cpu to every tool)")
+                   help="train and decode on the GPU (default: CPU, --cpu to every tool); "
+                   "its records are apart from the CPU's (settings key device=gpu, "
+                   "docs/results/CORPUS-gpu/, the results file's CORPUS-gpu section)")
     p.add_argument("--jobs", type=int, default=1,
                    help="runs at the same time (default 1; with N > 1 each tool "
                    "process gets --threads threads)")
@@ -182,8 +187,8 @@ def get_parser() -> argparse.ArgumentParser:
                    help="OMP/MKL threads per tool process (default: 1 when --jobs > 1, "
                    "else torch's default)")
     p.add_argument("--results", default=DEFAULT_RESULTS,
-                   help="Markdown file whose corpus section is rewritten (default: "
-                   "docs/RESULTS.md)")
+                   help="Markdown file whose corpus section (with --gpu: the CORPUS-gpu "
+                   "section) is rewritten (default: docs/RESULTS.md)")
     return p
 
 
@@ -211,7 +216,7 @@ def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Na
     if args.methods is None:
         args.methods = DEFAULT_METHODS[args.corpus]
     if args.results_dir is None:
-        args.results_dir = os.path.join("docs", "results", args.corpus)
+        args.results_dir = os.path.join("docs", "results", section_name(args))
     args.seeds = parse_seeds(parser, args.seeds)
     if any(v is not None and v <= 0 for v in (args.updates, args.epochs)) or args.jobs <= 0:
         parser.error("--updates, --epochs and --jobs must be positive")
@@ -259,13 +264,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     def render() -> str:
         by_key = table_records(read_records(args.results_dir), args, description)
         body = section_markdown(args.corpus, keys, by_key, args, description, failures)
-        update_results(args.results, args.corpus, body)
+        update_results(args.results, section_name(args), body)
         return body
 
     if args.render_only:
         body = render()
         print(body)
-        print(f"wrote the {args.corpus} section of {args.results}", file=sys.stderr)
+        print(f"wrote the {section_name(args)} section of {args.results}", file=sys.stderr)
         return 0
 
     os.makedirs(args.workdir, exist_ok=True)
@@ -324,7 +329,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         list(pool.map(one, todo))
     body = render()
     print(body)
-    print(f"wrote the {args.corpus} section of {args.results} "
+    print(f"wrote the {section_name(args)} section of {args.results} "
           f"({total} run(s), {len(failures)} failed; records in {args.results_dir})",
           file=sys.stderr)
     return 1 if failures else 0

@@ -138,9 +138,12 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
     variants) but its seed: two runs with equal settings differ only by the seed."""
     extra = next((e for k, e in method.variants if k == key), [])
     model_args = {"model_args": method.model_args} if method.model_args else {}
+    # a GPU's numerics and wall time are not the CPU's: its runs are records of their own
+    device = {"device": "gpu"} if args.gpu else {}
     if method.family == "transformer":  # (RNN records keep the keys below, unchanged)
         return {
             "corpus": args.corpus,
+            **device,
             "corpus_description": description,
             "method": key,
             "family": "transformer",
@@ -157,6 +160,7 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
         }
     return {
         "corpus": args.corpus,
+        **device,
         "corpus_description": description,
         "method": key,
         "arch": method.arch,

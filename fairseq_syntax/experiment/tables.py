@@ -104,7 +104,8 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     """The corpus section: the rows of ``keys`` (selected methods, ``not run yet`` without
     records) and of every other method with records, in the plugin's order."""
     synthetic = corpus_name == "synthetic"
-    title = "Synthetic corpus (en → vf)" if synthetic else "Multi30k En → De (test_2016_flickr)"
+    title = ("Synthetic corpus (en → vf)" if synthetic else "Multi30k En → De (test_2016_flickr)") \
+        + (", trained on the GPU" if args.gpu else "")
     methods = all_methods()
     order = method_keys(methods)
     family = {k: m.family for m in methods for k in method_keys([m])}
@@ -342,6 +343,12 @@ Measured by `fairseq-syntax-experiment` (`fairseq_syntax/experiment/`); each cor
 section is rendered from the run records in `docs/results/CORPUS/`, nothing in it is typed
 by hand. How to reproduce: README.md, "Results".
 """
+
+
+def section_name(args) -> str:
+    """The corpus's section of the results file and its records' folder: ``CORPUS``, or
+    ``CORPUS-gpu`` for runs trained on the GPU (other numerics and wall times)."""
+    return args.corpus + ("-gpu" if args.gpu else "")
 
 
 def update_results(path: str, corpus: str, body: str) -> None:

@@ -184,11 +184,12 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     if bleu_sig:
         lines.append(f"* BLEU signature: `{bleu_sig}`" +
                      ("" if synthetic or not chrf_sig else f"; chrF signature: `{chrf_sig}`"))
-    lines += [
+    lines += [] if not rows else [
         "* DA / UA: directed / undirected attachment accuracy (%, punctuation excluded) of "
         "the trees the `sa_nmt*` / `fa_nmt*` encoders induce on the test source, against the "
         + ("gold trees" if synthetic else "spaCy `en_core_web_sm` parses")
-        + " (`fairseq-syntax-induced-trees`).",
+        + " (`fairseq-syntax-induced-trees`)."]
+    lines += [
         "* valid ppl: fairseq's `valid_ppl` of the decoded checkpoint; of `--task translation` "
         "runs (fairseq's own peers, `transformer_align`) on every valid sentence "
         "(`whole_split_loss`): fairseq 0.12's own datasets leave out a last batch whose size "

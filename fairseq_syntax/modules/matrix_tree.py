@@ -14,8 +14,10 @@ restated in DESIGN.md §1 (the paper's text lost the equations)::
   marginals, no overflow, ``log Z = log det L̂ + Σ c``.  No clamping (the reference clamps to
   [-5, 7]); ``-inf`` scores are fine while every token keeps one finite incoming score.
 * Precision: float64 stays float64, anything else runs in float32 with autocast off, cast back.
+* CUDA: the LU factorisation goes through cuSOLVER/cuBLAS (:func:`_lu_backend`), not MAGMA.
 """
 
+import contextlib
 from typing import Optional, Tuple
 
 import torch
@@ -45,6 +47,23 @@ def _check_inputs(
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+@contextlib.contextmanager
+def _lu_backend(device: torch.device):
+    """Factor CUDA matrices with cuSOLVER/cuBLAS while inside. PyTorch's default may take
+    MAGMA's batched LU for a batch of matrices, which stopped sa_transformer on Multi30k
+    in its second or third epoch, twice, with "misaligned address" in
+    ``apply_lu_factor_batched_magma`` (H200, torch 2.11). The CPU has one LAPACK: nothing to do."""
+    if device.type != "cuda":
+        yield
+        return
+    old = torch.backends.cuda.preferred_linalg_library()
+    torch.backends.cuda.preferred_linalg_library("cusolver")
+    try:
+        yield
+    finally:
+        torch.backends.cuda.preferred_linalg_library(old)
 
 
 def _shifted_laplacian(head_scores: Tensor, root_scores: Tensor, mask: Tensor):
@@ -103,7 +122,8 @@ def dependency_marginals(
         L_hat, A, R, first, replace_row, _ = _shifted_laplacian(
             head_scores.to(dtype), root_scores.to(dtype), mask
         )
-        L_inv = torch.linalg.inv(L_hat)  # L_inv[b, i, j]
+        with _lu_backend(L_hat.device):
+            L_inv = torch.linalg.inv(L_hat)  # L_inv[b, i, j]
         not_first = (~replace_row).to(dtype)  # 1 - δ(., f)
         diag = torch.diagonal(L_inv, dim1=-2, dim2=-1)  # L̂⁻¹[m, m], indexed by m
         # term1[h, m] = A[h,m]·(1-δ(m,f))·L̂⁻¹[m,m]
@@ -130,6 +150,7 @@ def log_partition(
         L_hat, _, _, _, _, shift = _shifted_laplacian(
             head_scores.to(dtype), root_scores.to(dtype), mask
         )
-        _, logabsdet = torch.linalg.slogdet(L_hat)
+        with _lu_backend(L_hat.device):
+            _, logabsdet = torch.linalg.slogdet(L_hat)
         log_z = logabsdet + shift.sum(dim=1)
     return log_z.to(out_dtype)

@@ -623,7 +623,8 @@ def test_transformer_methods_train_with_the_transformer_recipe():
     assert [m.key for m in family] == [
         "syntax_transformer", "fairseq_transformer", "syntax_transformer+supervised_attention",
         "transformer_align",
-        "pascal_transformer", "sa_transformer", "sdatt_double_transformer", "sdatt_transformer",
+        "pascal_transformer", "sa_transformer", "sdatt_double_transformer",
+        "sdatt_double_transformer+one_head", "sdatt_transformer", "sdatt_transformer+one_head",
         "tree2seq_transformer"]
     assert not any(m.family == "transformer" for m in methods.select_methods(
         methods.DEFAULT_METHODS["synthetic"]))
@@ -661,6 +662,10 @@ def test_transformer_methods_train_with_the_transformer_recipe():
     assert by_key["transformer_align"].criterion == "label_smoothed_cross_entropy_with_alignment"
     assert by_key["syntax_transformer+supervised_attention"].criterion == \
         "supervised_attention_cross_entropy"
+    for arch in ("sdatt_transformer", "sdatt_double_transformer"):  # every head, then one
+        one = runs.train_command(by_key[arch + "+one_head"], corpus, args, "save", 1)
+        assert "--sdatt-heads 1" in " ".join(one)
+        assert "--sdatt-heads" not in runs.train_command(by_key[arch], corpus, args, "save", 1)
     # overrides and the budget: --updates/--epochs, when given, are every family's
     small = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--updates", "7",
                                    "--transformer-recipe", "layers=1,lr=0.002"])

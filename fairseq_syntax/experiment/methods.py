@@ -173,10 +173,16 @@ def transformer_methods() -> List[Method]:
     ``label_smoothed_cross_entropy_with_alignment`` (``--task translation --load-alignments``:
     fairseq reads the data-bin's ``{split}.align.{src}-{tgt}`` binaries; the same head).
     fairseq's own ``transformer`` (``--task translation``) is the backbone's peer, as ``lstm``
-    is the RNN backbone's: same sizes, recipe, batches and budget."""
+    is the RNN backbone's: same sizes, recipe, batches and budget. SDAtt runs twice: every
+    cross-attention head syntax-directed (the architectures' default), and one head per layer
+    (``+one_head``, ``--sdatt-heads 1``)."""
     from fairseq_syntax.cli.benchmark import transformer_architectures
 
     methods = [Method(a, a, family="transformer") for a in transformer_architectures()]
+    for arch in ("sdatt_double_transformer", "sdatt_transformer"):  # a chosen set of heads:
+        at = next(i for i, m in enumerate(methods) if m.key == arch) + 1  # one per layer
+        methods.insert(at, Method(f"{arch}+one_head", arch, family="transformer",
+                                  model_args=["--sdatt-heads", "1"]))
     methods[1:1] = [
         Method(FAIRSEQ_TRANSFORMER_PEER, FAIRSEQ_TRANSFORMER, family="transformer", task="translation"),
         Method(f"{TRANSFORMER_BACKBONE}+supervised_attention", TRANSFORMER_BACKBONE,

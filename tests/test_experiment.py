@@ -17,7 +17,9 @@ from fairseq_syntax.cli import experiment, parity, task_arch_args
 from fairseq_syntax.experiment import corpora, methods, records, runs, tables
 from fairseq_syntax.cli.parity import LSTM
 from fairseq_syntax.experiment.tables import update_results
-from fairseq_syntax.experiment.tools import read_train_log, smoothed_loss_floor, whole_split_loss
+from fairseq_syntax.experiment.tools import (
+    average_checkpoints, read_train_log, smoothed_loss_floor, whole_split_loss,
+)
 from fairseq_syntax.data.synthetic_corpus import agreement_report
 from fairseq_syntax.syntax.conllu_io import read_conllu_trees
 from fairseq_syntax.syntax.tree_scores import read_gold_trees, score_corpus
@@ -678,6 +680,98 @@ def test_transformer_methods_train_with_the_transformer_recipe():
     with pytest.raises(SystemExit):
         experiment.parse_args(["--corpus", "synthetic", "--workdir", "w",
                                "--transformer-recipe", "depth=3"])
+
+
+def test_a_linear_schedule_decays_to_zero_at_the_budget_and_averaging_keeps_its_epochs():
+    recipe = ["--transformer-recipe",
+              "lr_scheduler=linear,updates=1510,epochs=none,average_last=3"]
+    args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", *recipe])
+    (backbone,) = methods.select_methods("syntax_transformer")
+    cmd = runs.train_command(backbone, corpora.Corpus("multi30k", "bin", {}), args, "save", 1)
+    assert "--max-epoch" not in cmd and "--no-epoch-checkpoints" not in cmd
+    assert cmd[cmd.index("--keep-last-epochs") + 1] == "3"
+    assert runs.run_settings(backbone, backbone.key, args, "c")["checkpoint"] == \
+        "average of the last 3 epochs"
+    # fairseq's own scheduler, built from the command: warm-up to the peak, then a straight
+    # line to 0 at the last update
+    from fairseq import optim
+    from fairseq.optim import lr_scheduler
+    from fairseq_syntax.cli import training_config
+
+    cfg = training_config(["bin", *cmd[cmd.index("--optimizer"):cmd.index("--max-tokens")],
+                           "--arch", "transformer", "--max-update", "1510"])
+    optimizer = optim.build_optimizer(cfg.optimizer, [torch.nn.Parameter(torch.zeros(1))])
+    schedule = lr_scheduler.build_lr_scheduler(cfg.lr_scheduler, optimizer)
+    peak = methods.TRANSFORMER_RECIPES["multi30k"]["lr"]
+    for update, lr in ((200, peak / 2), (400, peak), (955, peak / 2), (1510, 0.0)):
+        assert schedule.step_update(update) == pytest.approx(lr, abs=1e-12), update
+    for bad in ("lr_scheduler=cosine", "lr_scheduler=linear", "average_last=-1"):
+        with pytest.raises(SystemExit):  # linear needs its budget in updates
+            experiment.parse_args(["--corpus", "multi30k", "--workdir", "w",
+                                   "--transformer-recipe", bad])
+
+
+def test_averaged_checkpoint_is_the_mean_of_the_last_epochs(tmp_path):
+    for epoch, w in ((2, 1.0), (9, 2.0), (10, 6.0), (1, 100.0)):  # 10 after 9, not after 1
+        torch.save({"model": {"w": torch.full((2,), w), "n": torch.tensor([epoch])},
+                    "epoch": epoch}, tmp_path / f"checkpoint{epoch}.pt")
+    (tmp_path / "checkpoint_best.pt").touch()
+    paths = runs.last_epoch_checkpoints(str(tmp_path), 3)
+    assert [os.path.basename(p) for p in paths] == [
+        "checkpoint2.pt", "checkpoint9.pt", "checkpoint10.pt"]
+    average_checkpoints(paths, str(tmp_path / "avg.pt"))
+    state = torch.load(tmp_path / "avg.pt", weights_only=False)
+    assert state["model"]["w"].tolist() == [3.0, 3.0]  # (1 + 2 + 6) / 3
+    assert state["model"]["n"].tolist() == [10] and state["epoch"] == 10  # the last one's
+    with pytest.raises(RuntimeError, match="holds 4 epoch checkpoints"):
+        runs.last_epoch_checkpoints(str(tmp_path), 5)
+
+
+def test_a_transformer_run_decodes_the_average_of_its_last_epochs(experiment_run):
+    tmp, work = experiment_run["tmp"], experiment_run["work"]
+    argv = [*EXPERIMENT, "--workdir", str(tmp / "averaged"), "--data-bin",
+            str(work / "data-bin"), "--raw", str(work / "raw"), "--results", str(tmp / "A.md"),
+            "--results-dir", str(tmp / "a_records"), "--jobs", "1",
+            "--methods", "syntax_transformer", "--updates", "20", "--transformer-recipe",
+            "embed_dim=16,ffn_dim=16,layers=1,heads=2,max_tokens=2000,warmup_updates=2,"
+            "lr_scheduler=linear,average_last=2"]
+    assert "(1 run(s), 0 failed;" in run_cli(argv).stderr
+    record = json.loads((tmp / "a_records" / "syntax_transformer.seed1.json").read_text())
+    run = tmp / "averaged" / "runs" / "syntax_transformer" / "seed1"
+    epochs = sorted(p.name for p in run.glob("checkpoint[0-9]*.pt"))
+    assert len(epochs) == 2 and record["scores"]["train_epochs"] >= 2  # the last two kept
+    average = run / "checkpoint_average.pt"
+    assert f"--path {average} " in record["commands"]["generate_test"]
+    states = [torch.load(run / name, weights_only=False)["model"] for name in epochs]
+    averaged = torch.load(average, weights_only=False)["model"]
+    for name, value in averaged.items():
+        if value.is_floating_point():
+            assert torch.allclose(value, (states[0][name] + states[1][name]) / 2, atol=1e-6)
+    whole = whole_split_loss(record["data_bin"], str(average))  # an average's own valid ppl
+    assert (record["scores"]["valid_loss"], record["scores"]["valid_ppl"]) == (
+        round(whole["loss"], 3), round(whole["ppl"], 2))
+    section = _section(tmp / "A.md")
+    assert "linear decay to 0 at the last update" in section
+    assert "the average of the last 2 epochs' checkpoints decoded" in section
+
+
+def test_a_record_written_before_a_recipe_key_reads_with_the_value_it_was_trained_with(
+        tmp_path):
+    args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
+    (backbone,) = methods.select_methods("syntax_transformer")
+    settings = runs.run_settings(backbone, backbone.key, args, "c")
+    old = json.loads(json.dumps(settings))
+    for key in methods.RECIPE_KEYS_ADDED:
+        del old["recipe"][key]
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"method": backbone.key, "seed": 1, "settings": old,
+                                "scores": {}}))
+    assert records.read_record(str(path))["settings"] == settings
+    linear = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w",
+                                    "--transformer-recipe",
+                                    "lr_scheduler=linear,updates=1510,epochs=none"])
+    assert records.read_record(str(path))["settings"] != runs.run_settings(
+        backbone, backbone.key, linear, "c")
 
 
 def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):

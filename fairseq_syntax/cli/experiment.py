@@ -73,8 +73,8 @@ from fairseq_syntax.experiment.corpora import (
     corpus_description, prepare_multi30k, prepare_synthetic,
 )
 from fairseq_syntax.experiment.methods import (
-    DEFAULTS, DEFAULT_METHODS, DEFAULT_RESULTS, Method, TRANSFORMER_RECIPES, method_keys,
-    record_path, select_methods,
+    DEFAULTS, DEFAULT_METHODS, DEFAULT_RESULTS, LR_SCHEDULERS, Method, TRANSFORMER_RECIPES,
+    method_keys, record_path, select_methods,
 )
 from fairseq_syntax.experiment.records import (
     host_facts, read_record, read_records, run_record, write_record,
@@ -248,6 +248,15 @@ def transformer_recipe(parser, args) -> dict:
         recipe["updates"], recipe["epochs"] = args.updates, args.epochs
     if not recipe["updates"] and not recipe["epochs"]:
         parser.error("the Transformer recipe needs updates or epochs")
+    if recipe["lr_scheduler"] not in LR_SCHEDULERS:
+        parser.error(f"--transformer-recipe lr_scheduler={recipe['lr_scheduler']}: choose one "
+                     f"of {', '.join(LR_SCHEDULERS)}")
+    if recipe["lr_scheduler"] == "linear" and not recipe["updates"]:
+        parser.error("--transformer-recipe lr_scheduler=linear decays to 0 at the last update: "
+                     "give the budget in updates (e.g. updates=1510,epochs=none)")
+    if recipe["average_last"] < 0:
+        parser.error("--transformer-recipe average_last: give a number of epochs (0: decode "
+                     "the checkpoint of lowest validation loss)")
     return recipe
 
 

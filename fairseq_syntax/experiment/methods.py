@@ -15,6 +15,7 @@ DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
 RECORD_FORMAT = "fairseq-syntax-experiment run, version 1"
 RUN_STAMP = "run.json"  # in a run's folder: the training command its checkpoints belong to
 DECODED_CHECKPOINT = "checkpoint_best.pt"  # the epoch of lowest validation loss
+AVERAGED_CHECKPOINT = "checkpoint_average.pt"  # a recipe's average_last epochs, averaged
 USER_DIR_SHELL = '"$(fairseq-syntax-user-dir)"'  # how a reader's shell finds the plugin
 
 # Per-corpus defaults of the sizes and the budget (CPU-friendly for synthetic; Multi30k as
@@ -46,7 +47,11 @@ DEFAULT_METHODS = {
 # Adam (0.9, 0.98), inverse_sqrt warm-up, label smoothing 0.1, weight decay 1e-4 and a shared
 # decoder input/output embedding are fairseq's IWSLT'14 Transformer recipe
 # (examples/translation/README.md). --transformer-recipe KEY=VALUE overrides a value;
-# --updates/--epochs, when given, are every method's budget.
+# --updates/--epochs, when given, are every method's budget. lr_scheduler: "inverse_sqrt"
+# (fairseq's, after the warm-up) or "linear" (after the warm-up, down to 0 at the last of
+# ``updates``: fairseq's polynomial_decay of power 1); average_last: decode the average of
+# the last N epochs' checkpoints (fairseq's scripts/average_checkpoints.py), 0: the
+# checkpoint of lowest validation loss.
 TRANSFORMER_RECIPES = {
     # comparable with the RNN's quickstart sizes (1.10M parameters in all): 2 + 2 layers of
     # 128, FFN 512, 4 heads (0.95M); the RNN's 2400 updates of 3000 tokens, warm-up over the
@@ -54,7 +59,8 @@ TRANSFORMER_RECIPES = {
     "synthetic": dict(updates=2400, epochs=None, max_tokens=3000, embed_dim=128, ffn_dim=512,
                       layers=2, heads=4, dropout=0.1, attention_dropout=0.0, lr=0.001,
                       warmup_updates=400, adam_betas="(0.9, 0.98)", weight_decay=0.0001,
-                      clip_norm=0.0, label_smoothing=0.1, alignment_heads=1),
+                      clip_norm=0.0, label_smoothing=0.1, alignment_heads=1,
+                      lr_scheduler="inverse_sqrt", average_last=0),
     # the RNN's CPU budget: fairseq-syntax-step-time on the Multi30k data-bin (1 thread, the
     # same 6 batches of 4000 tokens) gave the RNN recipe 1.29 s per update, the
     # transformer_iwslt_de_en sizes (6 + 6 layers of 512, FFN 1024) 5.95 s (the RNN's 12
@@ -71,8 +77,13 @@ TRANSFORMER_RECIPES = {
     "multi30k": dict(updates=None, epochs=10, max_tokens=4000, embed_dim=256, ffn_dim=1024,
                      layers=3, heads=4, dropout=0.1, attention_dropout=0.0, lr=0.002,
                      warmup_updates=400, adam_betas="(0.9, 0.98)", weight_decay=0.0001,
-                     clip_norm=0.0, label_smoothing=0.1, alignment_heads=1),
+                     clip_norm=0.0, label_smoothing=0.1, alignment_heads=1,
+                     lr_scheduler="inverse_sqrt", average_last=0),
 }
+# Recipe keys added after records were written, with the value those records were trained
+# with (a record without the key is read with it).
+RECIPE_KEYS_ADDED = dict(lr_scheduler="inverse_sqrt", average_last=0)
+LR_SCHEDULERS = ("inverse_sqrt", "linear")
 # beam search of every decode (the test splits and the decode-only variants)
 DECODING = ["--beam", "5", "--batch-size", "64", "--max-len-a", "1.5", "--max-len-b", "10",
             "--post-process", "sentencepiece"]

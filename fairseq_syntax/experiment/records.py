@@ -7,7 +7,7 @@ import sys
 from dataclasses import asdict
 from typing import List, Optional
 
-from .methods import RECORD_FORMAT, Row
+from .methods import RECIPE_KEYS_ADDED, RECORD_FORMAT, Row
 from .tools import write_atomically
 
 
@@ -95,6 +95,10 @@ def read_record(path: str) -> Optional[dict]:
     if not isinstance(record, dict) or not all(
             k in record for k in ("method", "seed", "settings", "scores")):
         return None
+    recipe = record["settings"].get("recipe")
+    if isinstance(recipe, dict):  # written before a recipe key existed: trained with its value
+        record["settings"]["recipe"] = {**recipe, **{
+            k: v for k, v in RECIPE_KEYS_ADDED.items() if k not in recipe}}
     return record
 
 

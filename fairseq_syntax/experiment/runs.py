@@ -3,6 +3,7 @@ scores, step time and induced trees."""
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import time
@@ -13,11 +14,11 @@ from fairseq_syntax.user_dir import user_dir
 
 from .corpora import Corpus, Split
 from .methods import (
-    BACKBONE, DECODED_CHECKPOINT, DECODING, Method, RUN_STAMP, Row, TRANSFORMER_BACKBONE,
+    AVERAGED_CHECKPOINT, BACKBONE, DECODED_CHECKPOINT, DECODING, Method, RUN_STAMP, Row, TRANSFORMER_BACKBONE,
     TREE_INDUCING, file_key,
 )
 from .tools import (
-    hypotheses_of, read_lines, read_train_log, ribes_of, run_function, run_tool, shown,
+    average_checkpoints, hypotheses_of, read_lines, read_train_log, ribes_of, run_function, run_tool, shown,
     smoothed_loss_floor, target_vocab_size, tool_threads, whole_split_loss, write_atomically,
     write_lines,
 )
@@ -74,14 +75,31 @@ def transformer_train_command(method: Method, corpus: Corpus, args, save: str,
         *method.train_args, "--arch", method.arch, *method.model_args,
         *transformer_model_args(method, r), *criterion_args(method, args),
         "--optimizer", "adam", "--adam-betas", r["adam_betas"], "--lr", str(r["lr"]),
-        "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(r["warmup_updates"]),
-        "--weight-decay", str(r["weight_decay"]), "--clip-norm", str(r["clip_norm"]),
-        "--max-tokens", str(r["max_tokens"]), *budget,
-        "--seed", str(seed), "--num-workers", "0",
-        "--save-dir", save, "--no-epoch-checkpoints", "--no-progress-bar",
+        *schedule_args(r), "--weight-decay", str(r["weight_decay"]),
+        "--clip-norm", str(r["clip_norm"]), "--max-tokens", str(r["max_tokens"]), *budget,
+        "--seed", str(seed), "--num-workers", "0", "--save-dir", save,
+        *(["--keep-last-epochs", str(r["average_last"])] if r["average_last"]
+          else ["--no-epoch-checkpoints"]), "--no-progress-bar",
         "--log-format", "json", "--log-file", os.path.join(save, "train.log.jsonl"),
         "--log-interval", str(interval), *device_args(args),
     ]
+
+
+def schedule_args(recipe: dict) -> List[str]:
+    """The recipe's learning-rate schedule: linear warm-up, then inverse-sqrt decay, or a
+    linear decay to 0 at the last update (``linear``, which needs an update budget)."""
+    warmup = ["--warmup-updates", str(recipe["warmup_updates"])]
+    if recipe["lr_scheduler"] == "inverse_sqrt":
+        return ["--lr-scheduler", "inverse_sqrt", *warmup]
+    return ["--lr-scheduler", "polynomial_decay", *warmup, "--total-num-update",
+            str(recipe["updates"]), "--end-learning-rate", "0.0", "--power", "1.0"]
+
+
+def decoded_checkpoint(method: Method, args) -> str:
+    """What a run of ``method`` decodes: the checkpoint of lowest validation loss, or the
+    average of the recipe's last ``average_last`` epochs."""
+    n = args.transformer["average_last"] if method.family == "transformer" else 0
+    return f"average of the last {n} epochs" if n else "best"
 
 
 def budget_args(args) -> List[str]:
@@ -155,7 +173,7 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
             "recipe": dict(args.transformer),
             "model": transformer_model_args(method, args.transformer),
             "max_minutes": args.max_minutes or None,
-            "checkpoint": "best",
+            "checkpoint": decoded_checkpoint(method, args),
             "decoding": [*DECODING, *extra],
         }
     return {
@@ -275,7 +293,8 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
     cmd = train_command(method, corpus, args, save, seed)
     stamp = os.path.join(save, RUN_STAMP)
     last = os.path.join(save, "checkpoint_last.pt")
-    ckpt = os.path.join(save, DECODED_CHECKPOINT)
+    average = decoded_checkpoint(method, args) != "best"
+    ckpt = os.path.join(save, AVERAGED_CHECKPOINT if average else DECODED_CHECKPOINT)
     old = json.load(open(stamp)) if os.path.exists(stamp) else {}
     resume = os.path.exists(last) and old.get("train") == shown(cmd)
     if not resume:
@@ -299,7 +318,11 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
                                                 "train_seconds": row.train_seconds}) + "\n")
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
             setattr(row, name, value)
-        if method.task == "translation":  # fairseq's validation left the last batch out
+        if average:
+            average_checkpoints(last_epoch_checkpoints(save, args.transformer["average_last"]),
+                                ckpt)
+        if method.task == "translation" or average:  # fairseq's validation left the last
+            # batch out; an average was never validated
             whole = run_function(whole_split_loss, dict(
                 databin=corpus.databin, checkpoint=ckpt, cpu=not args.gpu), log,
                 threads=tool_threads(args))
@@ -341,6 +364,16 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
         results[-1][0].error = str(err) if isinstance(err, RuntimeError) else \
             f"{type(err).__name__}: {err} (see {log})"
     return results
+
+
+def last_epoch_checkpoints(save: str, n: int) -> List[str]:
+    """The ``n`` epoch checkpoints (``checkpointE.pt``) of the highest epochs in ``save``."""
+    epochs = sorted(int(name[len("checkpoint"):-len(".pt")]) for name in os.listdir(save)
+                    if re.fullmatch(r"checkpoint\d+\.pt", name))
+    if len(epochs) < n:
+        raise RuntimeError(f"{save} holds {len(epochs)} epoch checkpoints, the recipe averages "
+                           f"the last {n}: train at least {n} epochs")
+    return [os.path.join(save, f"checkpoint{e}.pt") for e in epochs[-n:]]
 
 
 def training_seconds(checkpoint: str) -> float:

@@ -310,10 +310,14 @@ def transformer_section(corpus_name: str, rows: Sequence[str], by_key: Dict[str,
         + (f" (or {args.max_minutes} min, whichever first)" if args.max_minutes else "")
         + f", {r['layers']} + {r['layers']} layers of {r['embed_dim']}, FFN {r['ffn_dim']}, "
         f"{r['heads']} heads, shared decoder input/output embeddings, dropout {r['dropout']}, "
-        f"Adam {r['adam_betas']} lr {r['lr']} with inverse-sqrt decay after "
-        f"{r['warmup_updates']} warm-up updates, weight decay {r['weight_decay']}, clip-norm "
-        f"{r['clip_norm']} (0: none), label smoothing {r['label_smoothing']}; each size given "
-        "to the model's base architecture. Supervised attention "
+        f"Adam {r['adam_betas']} lr {r['lr']} with "
+        + ("inverse-sqrt decay" if r["lr_scheduler"] == "inverse_sqrt" else
+           "linear decay to 0 at the last update")
+        + f" after {r['warmup_updates']} warm-up updates, weight decay {r['weight_decay']}, "
+        f"clip-norm {r['clip_norm']} (0: none), label smoothing {r['label_smoothing']}"
+        + (f", the average of the last {r['average_last']} epochs' checkpoints decoded (valid "
+           "ppl: of that average, on every valid sentence)" if r["average_last"] else "")
+        + "; each size given to the model's base architecture. Supervised attention "
         "(`syntax_transformer+supervised_attention`, Mi et al.'s squared distance) and "
         "fairseq's `transformer_align` (`label_smoothed_cross_entropy_with_alignment`, "
         "`--task translation --load-alignments`) supervise the same head: "

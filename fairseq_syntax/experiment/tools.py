@@ -188,6 +188,22 @@ def whole_split_loss(databin: str, checkpoint: str, split: str = "valid", max_to
             "sentences": int(sums["nsentences"])}
 
 
+def average_checkpoints(paths: Sequence[str], out: str) -> None:
+    """Write to ``out`` the checkpoint of ``paths[-1]`` with every floating-point parameter
+    the mean of the ``paths``' (fairseq's scripts/average_checkpoints.py, which fairseq's
+    wheel does not ship; summed in float64)."""
+    import torch
+
+    states = [torch.load(p, map_location="cpu", weights_only=False) for p in paths]  # fairseq's
+    model = states[-1]["model"]
+    for name, value in model.items():
+        if value.is_floating_point():
+            total = sum(state["model"][name].double() for state in states)
+            model[name] = (total / len(states)).to(value.dtype)
+    torch.save(states[-1], out + ".tmp")
+    os.replace(out + ".tmp", out)
+
+
 def smoothed_loss_floor(epsilon: float, vocab_size: int) -> float:
     """The lowest loss per token (bits) of fairseq's ``label_smoothed_cross_entropy``:
     it is the cross-entropy of the model's distribution against the smoothed target

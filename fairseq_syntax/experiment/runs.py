@@ -14,13 +14,13 @@ from fairseq_syntax.user_dir import user_dir
 
 from .corpora import Corpus, Split
 from .methods import (
-    AVERAGED_CHECKPOINT, BACKBONE, DECODED_CHECKPOINT, DECODING, Method, RUN_STAMP, Row, TRANSFORMER_BACKBONE,
-    TREE_INDUCING, file_key,
+    AVERAGED_CHECKPOINT, BACKBONE, DECODED_CHECKPOINT, DECODING, Method, RUN_STAMP, Row,
+    TRANSFORMER_BACKBONE, TREE_INDUCING, file_key,
 )
 from .tools import (
-    average_checkpoints, hypotheses_of, read_lines, read_train_log, ribes_of, run_function, run_tool, shown,
-    smoothed_loss_floor, target_vocab_size, tool_threads, whole_split_loss, write_atomically,
-    write_lines,
+    average_checkpoints, hypotheses_of, read_lines, read_train_log, ribes_of, run_function,
+    run_tool, shown, smoothed_loss_floor, target_vocab_size, tool_threads, whole_split_loss,
+    write_atomically, write_lines,
 )
 
 

@@ -50,8 +50,9 @@ DEFAULT_METHODS = {
 # --updates/--epochs, when given, are every method's budget. lr_scheduler: "inverse_sqrt"
 # (fairseq's, after the warm-up) or "linear" (after the warm-up, down to 0 at the last of
 # ``updates``: fairseq's polynomial_decay of power 1); average_last: decode the average of
-# the last N epochs' checkpoints (fairseq's scripts/average_checkpoints.py), 0: the
-# checkpoint of lowest validation loss.
+# the last N epochs' checkpoints (fairseq's scripts/average_checkpoints.py; fairseq saves
+# one at the end of each epoch, so a budget that stops inside an epoch leaves that part
+# out), 0: the checkpoint of lowest validation loss.
 TRANSFORMER_RECIPES = {
     # comparable with the RNN's quickstart sizes (1.10M parameters in all): 2 + 2 layers of
     # 128, FFN 512, 4 heads (0.95M); the RNN's 2400 updates of 3000 tokens, warm-up over the

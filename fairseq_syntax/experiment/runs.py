@@ -95,11 +95,10 @@ def schedule_args(recipe: dict) -> List[str]:
             str(recipe["updates"]), "--end-learning-rate", "0.0", "--power", "1.0"]
 
 
-def decoded_checkpoint(method: Method, args) -> str:
-    """What a run of ``method`` decodes: the checkpoint of lowest validation loss, or the
-    average of the recipe's last ``average_last`` epochs."""
-    n = args.transformer["average_last"] if method.family == "transformer" else 0
-    return f"average of the last {n} epochs" if n else "best"
+def averaged_epochs(method: Method, args) -> int:
+    """How many last epochs a run of ``method`` averages and decodes (the Transformer
+    recipe's ``average_last``); 0: it decodes the checkpoint of lowest validation loss."""
+    return args.transformer["average_last"] if method.family == "transformer" else 0
 
 
 def budget_args(args) -> List[str]:
@@ -173,7 +172,8 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
             "recipe": dict(args.transformer),
             "model": transformer_model_args(method, args.transformer),
             "max_minutes": args.max_minutes or None,
-            "checkpoint": decoded_checkpoint(method, args),
+            "checkpoint": (f"average of the last {averaged_epochs(method, args)} epochs"
+                           if averaged_epochs(method, args) else "best"),
             "decoding": [*DECODING, *extra],
         }
     return {
@@ -293,7 +293,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
     cmd = train_command(method, corpus, args, save, seed)
     stamp = os.path.join(save, RUN_STAMP)
     last = os.path.join(save, "checkpoint_last.pt")
-    average = decoded_checkpoint(method, args) != "best"
+    average = averaged_epochs(method, args)
     ckpt = os.path.join(save, AVERAGED_CHECKPOINT if average else DECODED_CHECKPOINT)
     old = json.load(open(stamp)) if os.path.exists(stamp) else {}
     resume = os.path.exists(last) and old.get("train") == shown(cmd)
@@ -319,8 +319,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
             setattr(row, name, value)
         if average:
-            average_checkpoints(last_epoch_checkpoints(save, args.transformer["average_last"]),
-                                ckpt)
+            average_checkpoints(last_epoch_checkpoints(save, average), ckpt)
         if method.task == "translation" or average:  # fairseq's validation left the last
             # batch out; an average was never validated
             whole = run_function(whole_split_loss, dict(

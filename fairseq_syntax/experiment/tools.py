@@ -194,13 +194,15 @@ def average_checkpoints(paths: Sequence[str], out: str) -> None:
     wheel does not ship; summed in float64)."""
     import torch
 
-    states = [torch.load(p, map_location="cpu", weights_only=False) for p in paths]  # fairseq's
-    model = states[-1]["model"]
-    for name, value in model.items():
-        if value.is_floating_point():
-            total = sum(state["model"][name].double() for state in states)
-            model[name] = (total / len(states)).to(value.dtype)
-    torch.save(states[-1], out + ".tmp")
+    totals = {}
+    for path in paths:  # one checkpoint in memory at a time, as fairseq's script
+        state = torch.load(path, map_location="cpu", weights_only=False)  # fairseq's own file
+        for name, value in state["model"].items():
+            if value.is_floating_point():
+                totals[name] = totals.get(name, 0) + value.double()
+    for name, total in totals.items():  # ``state``: the last checkpoint's
+        state["model"][name] = (total / len(paths)).to(state["model"][name].dtype)
+    torch.save(state, out + ".tmp")
     os.replace(out + ".tmp", out)
 
 

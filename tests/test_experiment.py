@@ -616,6 +616,36 @@ def test_rnn_settings_are_the_ones_of_the_committed_records():
     assert runs.run_settings(backbone, backbone.key, other, description) == RNN_SETTINGS
 
 
+def test_the_raw_files_and_data_bin_of_a_generated_corpus_are_described_as_that_corpus(tmp_path):
+    """--raw W/raw --data-bin W/data-bin of a corpus generated in W: its records match those
+    of --workdir W; user files (no stamp, or a stamp of files given with --raw) do not."""
+    home = tmp_path / "syn"
+    (home / "raw").mkdir(parents=True)
+    (home / "data-bin").mkdir()
+    for split, n in (("train", 3), ("valid", 2), ("test", 1)):
+        (home / "raw" / f"{split}.vf").write_text("w\n" * n)
+    given = ["--corpus", "synthetic", "--workdir", str(tmp_path / "other"),
+             "--raw", str(home / "raw"), "--data-bin", str(home / "data-bin")]
+    as_files = ("synthetic en→vf corpus (files given with --raw), 3/2/1/0 train/valid/test/gen "
+                "pairs, gold trees and alignments")
+    assert corpora.corpus_description(experiment.parse_args(given)) == as_files
+    stamp = dict(grammar=2, side_files=2, seed=1, train=20000, valid=200, test=500, gen=500,
+                 vocab_size=1000, raw=None)
+    (home / "corpus.json").write_text(json.dumps(stamp))
+    described = corpora.corpus_description(experiment.parse_args(given))
+    assert described == RNN_SETTINGS["corpus_description"]
+    assert described == corpora.corpus_description(
+        experiment.parse_args(["--corpus", "synthetic", "--workdir", str(home)]))
+    # the raw files alone, preprocessed here with another vocabulary
+    raw_only = experiment.parse_args([*given[:6], "--vocab-size", "500"])
+    assert corpora.corpus_description(raw_only) == RNN_SETTINGS["corpus_description"].replace(
+        "vocabulary 1000", "vocabulary 500")
+    # a data-bin from elsewhere, or a stamp of files the user gave: the files as given
+    elsewhere = experiment.parse_args([*given[:6], "--data-bin", str(tmp_path / "bin")])
+    assert corpora.corpus_description(elsewhere) == as_files
+    (home / "corpus.json").write_text(json.dumps(dict(stamp, raw=str(tmp_path / "mine"))))
+    assert corpora.corpus_description(experiment.parse_args(given)) == as_files
+
 def test_transformer_methods_train_with_the_transformer_recipe():
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
     recipe = methods.TRANSFORMER_RECIPES["synthetic"]

@@ -39,13 +39,31 @@ def synthetic_raw_dir(args) -> Optional[str]:
     return args.raw or (os.path.join(args.workdir, "raw") if args.workdir else None)
 
 
+def generated_stamp(args) -> Optional[dict]:
+    """The stamp (``corpus.json``) of a corpus this command generated, where ``--raw`` is its
+    ``raw/`` folder (and ``--data-bin``, if given, its ``data-bin/``): such files are that
+    corpus, and are described as it is."""
+    if not args.raw or os.path.basename(os.path.abspath(args.raw)) != "raw":
+        return None
+    home = os.path.dirname(os.path.abspath(args.raw))
+    path = os.path.join(home, "corpus.json")
+    if not os.path.exists(path) or (
+            args.data_bin and os.path.abspath(args.data_bin) != os.path.join(home, "data-bin")):
+        return None
+    stamp = json.load(open(path))
+    return stamp if stamp.get("raw") is None else None  # None: it generated these files
+
+
 def corpus_description(args) -> str:
     """The corpus as the settings record it (no machine paths). Synthetic: the generator's
-    seed and sizes, or the sizes of the files given with ``--raw``."""
+    seed and sizes (also for ``--raw``/``--data-bin`` of a corpus this command generated:
+    :func:`generated_stamp`), or the sizes of the files given with ``--raw``."""
     if args.corpus == "multi30k":
         return ("Multi30k task 1 En→De (`examples/multi30k/prepare.sh`: spaCy tokens, "
                 "en_core_web_sm parses, eflomal alignments), test_2016_flickr")
-    if args.raw:
+    stamp = generated_stamp(args) or {}
+    vocab = stamp.get("vocab_size") if args.data_bin else args.vocab_size
+    if args.raw and not stamp:
         sizes = [len(read_lines(p)) if os.path.exists(p) else 0
                  for p in (os.path.join(args.raw, f"{s}.vf")
                            for s in ("train", "valid", "test", "gen"))]
@@ -54,10 +72,10 @@ def corpus_description(args) -> str:
             sizes[3] = 0  # a given data-bin without the gen split: gen is not decoded
         origin = "files given with --raw"
     else:
-        sizes = [args.train_size, args.valid_size, args.test_size, args.gen_size]
-        origin = (f"`fairseq-syntax-synthetic --seed {args.corpus_seed}`, grammar version "
-                  f"{GRAMMAR_VERSION}")
-    vocab = "" if args.data_bin else f", sentencepiece vocabulary {args.vocab_size}"
+        sizes = [stamp.get(k, getattr(args, f"{k}_size")) for k in ("train", "valid", "test", "gen")]
+        origin = (f"`fairseq-syntax-synthetic --seed {stamp.get('seed', args.corpus_seed)}`, "
+                  f"grammar version {stamp.get('grammar', GRAMMAR_VERSION)}")
+    vocab = f", sentencepiece vocabulary {vocab}" if vocab else ""
     return (f"synthetic en→vf corpus ({origin}), {'/'.join(map(str, sizes))} "
             f"train/valid/test/gen pairs{vocab}, gold trees and alignments")
 

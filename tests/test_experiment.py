@@ -783,6 +783,13 @@ def test_a_transformer_run_decodes_the_average_of_its_last_epochs(experiment_run
     section = _section(tmp / "A.md")
     assert "linear decay to 0 at the last update" in section
     assert "the average of the last 2 epochs' checkpoints decoded" in section
+    # a trained run without its record is only decoded again, from the average it wrote
+    written = average.stat().st_mtime_ns
+    (tmp / "a_records" / "syntax_transformer.seed1.json").unlink()
+    assert "(1 run(s), 0 failed;" in run_cli(argv).stderr
+    assert average.stat().st_mtime_ns == written
+    again = json.loads((tmp / "a_records" / "syntax_transformer.seed1.json").read_text())
+    assert again["scores"]["bleu"] == record["scores"]["bleu"]
 
 
 def test_a_record_written_before_a_recipe_key_reads_with_the_value_it_was_trained_with(

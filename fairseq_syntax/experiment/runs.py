@@ -318,7 +318,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
                                                 "train_seconds": row.train_seconds}) + "\n")
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
             setattr(row, name, value)
-        if average:
+        if average and not os.path.exists(ckpt):  # written (atomically) once training ended
             average_checkpoints(last_epoch_checkpoints(save, average), ckpt)
         if method.task == "translation" or average:  # fairseq's validation left the last
             # batch out; an average was never validated

@@ -735,10 +735,17 @@ def test_a_linear_schedule_decays_to_zero_at_the_budget_and_averaging_keeps_its_
     peak = methods.TRANSFORMER_RECIPES["multi30k"]["lr"]
     for update, lr in ((200, peak / 2), (400, peak), (955, peak / 2), (1510, 0.0)):
         assert schedule.step_update(update) == pytest.approx(lr, abs=1e-12), update
-    for bad in ("lr_scheduler=cosine", "lr_scheduler=linear", "average_last=-1"):
+    for bad in ("lr_scheduler=cosine", "updates=none,epochs=10", "average_last=-1"):
         with pytest.raises(SystemExit):  # linear needs its budget in updates
-            experiment.parse_args(["--corpus", "multi30k", "--workdir", "w",
-                                   "--transformer-recipe", bad])
+            experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--methods",
+                                   "syntax_transformer", "--transformer-recipe", bad])
+    # a budget in epochs for the RNN rows alone leaves the Transformer recipe unused
+    rnn = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--epochs", "12",
+                                 "--methods", "attentional_rnn"])
+    assert rnn.epochs == 12 and rnn.transformer["lr_scheduler"] == "linear"
+    with pytest.raises(SystemExit):
+        experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--epochs", "12",
+                               "--methods", "attentional_rnn,transformer"])
 
 
 def test_averaged_checkpoint_is_the_mean_of_the_last_epochs(tmp_path):
@@ -794,7 +801,9 @@ def test_a_transformer_run_decodes_the_average_of_its_last_epochs(experiment_run
 
 def test_a_record_written_before_a_recipe_key_reads_with_the_value_it_was_trained_with(
         tmp_path):
-    args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
+    inverse_sqrt = "lr=0.002,lr_scheduler=inverse_sqrt,updates=none,epochs=10"
+    args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w",
+                                  "--transformer-recipe", inverse_sqrt])
     (backbone,) = methods.select_methods("syntax_transformer")
     settings = runs.run_settings(backbone, backbone.key, args, "c")
     old = json.loads(json.dumps(settings))
@@ -804,9 +813,7 @@ def test_a_record_written_before_a_recipe_key_reads_with_the_value_it_was_traine
     path.write_text(json.dumps({"method": backbone.key, "seed": 1, "settings": old,
                                 "scores": {}}))
     assert records.read_record(str(path))["settings"] == settings
-    linear = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w",
-                                    "--transformer-recipe",
-                                    "lr_scheduler=linear,updates=1510,epochs=none"])
+    linear = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])  # the recipe
     assert records.read_record(str(path))["settings"] != runs.run_settings(
         backbone, backbone.key, linear, "c")
 

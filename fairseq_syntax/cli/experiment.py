@@ -215,6 +215,11 @@ def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Na
             setattr(args, name, value)
     if args.methods is None:
         args.methods = DEFAULT_METHODS[args.corpus]
+    if args.transformer["lr_scheduler"] == "linear" and not args.transformer["updates"] and any(
+            m.family == "transformer" for m in select_methods(args.methods)):
+        parser.error("the Transformer recipe's lr_scheduler=linear decays to 0 at the last "
+                     "update: give the budget in updates (--updates, or --transformer-recipe "
+                     "updates=1510,epochs=none), or lr_scheduler=inverse_sqrt")
     if args.results_dir is None:
         args.results_dir = os.path.join("docs", "results", section_name(args))
     args.seeds = parse_seeds(parser, args.seeds)
@@ -251,9 +256,6 @@ def transformer_recipe(parser, args) -> dict:
     if recipe["lr_scheduler"] not in LR_SCHEDULERS:
         parser.error(f"--transformer-recipe lr_scheduler={recipe['lr_scheduler']}: choose one "
                      f"of {', '.join(LR_SCHEDULERS)}")
-    if recipe["lr_scheduler"] == "linear" and not recipe["updates"]:
-        parser.error("--transformer-recipe lr_scheduler=linear decays to 0 at the last update: "
-                     "give the budget in updates (e.g. updates=1510,epochs=none)")
     if recipe["average_last"] < 0:
         parser.error("--transformer-recipe average_last: give a number of epochs (0: decode "
                      "the checkpoint of lowest validation loss)")

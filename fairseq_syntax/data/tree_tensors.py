@@ -35,9 +35,7 @@ def _ancestor_sets(heads: np.ndarray, start: np.ndarray) -> np.ndarray:
 def _set_distances(sets: np.ndarray) -> np.ndarray:
     """``|A_i Δ A_j|`` ``[B, R, R]`` int64 of the bitsets ``[B, R, C]``: with ancestor sets that
     hold the node itself, the tree path length ``depth(i) + depth(j) - 2 depth(lca)``."""
-    signed = torch.from_numpy(sets.view(np.int64))  # torch broadcasts the xor 2-3x faster
-    xor = torch.bitwise_xor(signed[:, :, None, :], signed[:, None, :, :]).numpy().view(np.uint64)
-    count = np.bitwise_count(xor)
+    count = np.bitwise_count(sets[:, :, None, :] ^ sets[:, None, :, :])
     return (count[..., 0] if count.shape[-1] == 1 else count.sum(-1)).astype(np.int64)
 
 

@@ -39,6 +39,14 @@ def synthetic_raw_dir(args) -> Optional[str]:
     return args.raw or (os.path.join(args.workdir, "raw") if args.workdir else None)
 
 
+def corpus_stamp(args) -> dict:
+    """What ``WORKDIR/corpus.json`` records of the corpus this command makes with ``args``."""
+    return dict(grammar=GRAMMAR_VERSION, side_files=FORMAT_VERSION, seed=args.corpus_seed,
+                train=args.train_size, valid=args.valid_size, test=args.test_size,
+                gen=args.gen_size, vocab_size=args.vocab_size,
+                raw=None if not args.raw else os.path.abspath(args.raw))
+
+
 def generated_stamp(args) -> Optional[dict]:
     """The stamp (``corpus.json``) of a corpus this command generated, where ``--raw`` is its
     ``raw/`` folder (and ``--data-bin``, if given, its ``data-bin/``): such files are that
@@ -61,9 +69,9 @@ def corpus_description(args) -> str:
     if args.corpus == "multi30k":
         return ("Multi30k task 1 En→De (`examples/multi30k/prepare.sh`: spaCy tokens, "
                 "en_core_web_sm parses, eflomal alignments), test_2016_flickr")
-    stamp = generated_stamp(args) or {}
-    vocab = stamp.get("vocab_size") if args.data_bin else args.vocab_size
-    if args.raw and not stamp:
+    stamp = generated_stamp(args)
+    vocab = (stamp or {}).get("vocab_size") if args.data_bin else args.vocab_size
+    if args.raw and stamp is None:
         sizes = [len(read_lines(p)) if os.path.exists(p) else 0
                  for p in (os.path.join(args.raw, f"{s}.vf")
                            for s in ("train", "valid", "test", "gen"))]
@@ -72,9 +80,9 @@ def corpus_description(args) -> str:
             sizes[3] = 0  # a given data-bin without the gen split: gen is not decoded
         origin = "files given with --raw"
     else:
-        sizes = [stamp.get(k, getattr(args, f"{k}_size")) for k in ("train", "valid", "test", "gen")]
-        origin = (f"`fairseq-syntax-synthetic --seed {stamp.get('seed', args.corpus_seed)}`, "
-                  f"grammar version {stamp.get('grammar', GRAMMAR_VERSION)}")
+        made = stamp or corpus_stamp(args)
+        sizes = [made[k] for k in ("train", "valid", "test", "gen")]
+        origin = f"`fairseq-syntax-synthetic --seed {made['seed']}`, grammar version {made['grammar']}"
     vocab = f", sentencepiece vocabulary {vocab}" if vocab else ""
     return (f"synthetic en→vf corpus ({origin}), {'/'.join(map(str, sizes))} "
             f"train/valid/test/gen pairs{vocab}, gold trees and alignments")
@@ -92,9 +100,7 @@ def prepare_synthetic(args) -> Corpus:
     log = os.path.join(args.workdir, "prepare.log")
     if not args.data_bin:
         stamp_path = os.path.join(args.workdir, "corpus.json")
-        stamp = dict(grammar=GRAMMAR_VERSION, side_files=FORMAT_VERSION, seed=args.corpus_seed, train=args.train_size, valid=args.valid_size,
-                     test=args.test_size, gen=args.gen_size, vocab_size=args.vocab_size,
-                     raw=None if not args.raw else os.path.abspath(args.raw))
+        stamp = corpus_stamp(args)
         old = json.load(open(stamp_path)) if os.path.exists(stamp_path) else None
         if old != stamp or not os.path.exists(os.path.join(databin, "syntax_manifest.json")):
             if not args.raw:

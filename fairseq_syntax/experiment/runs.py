@@ -158,6 +158,7 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
     # a GPU's numerics and wall time are not the CPU's: its runs are records of their own
     device = {"device": "gpu"} if args.gpu else {}
     if method.family == "transformer":  # (RNN records keep the keys below, unchanged)
+        averaged = averaged_epochs(method, args)
         return {
             "corpus": args.corpus,
             **device,
@@ -172,8 +173,7 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
             "recipe": dict(args.transformer),
             "model": transformer_model_args(method, args.transformer),
             "max_minutes": args.max_minutes or None,
-            "checkpoint": (f"average of the last {averaged_epochs(method, args)} epochs"
-                           if averaged_epochs(method, args) else "best"),
+            "checkpoint": (f"average of the last {averaged} epochs" if averaged else "best"),
             "decoding": [*DECODING, *extra],
         }
     return {

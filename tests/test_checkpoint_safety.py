@@ -44,3 +44,17 @@ def test_generate_refuses_pickled_callable(crafted_checkpoint, synthetic_databin
     assert "UnpicklingError: Weights only load failed" in proc.stderr
     assert not marker.exists()
 
+
+
+def test_the_experiment_harness_refuses_pickled_callable(crafted_checkpoint, tmp_path):
+    """The harness's own readers (the epoch average, the training time of a record) use
+    the same safe loader as fairseq's."""
+    from fairseq_syntax.experiment.runs import training_seconds
+    from fairseq_syntax.experiment.tools import average_checkpoints
+
+    path, marker = crafted_checkpoint
+    with pytest.raises(pickle.UnpicklingError, match="weights_only"):
+        average_checkpoints([str(path)], str(tmp_path / "avg.pt"))
+    with pytest.raises(pickle.UnpicklingError, match="weights_only"):
+        training_seconds(str(path))
+    assert not marker.exists() and not (tmp_path / "avg.pt").exists()

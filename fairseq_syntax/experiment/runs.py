@@ -380,7 +380,7 @@ def training_seconds(checkpoint: str) -> float:
     towards it (``extra_state["previous_training_time"]``): a resumed run's whole time."""
     import torch
 
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)  # fairseq's own file
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)  # checkpoint_safety's loader
     return float(state["extra_state"]["previous_training_time"])
 
 

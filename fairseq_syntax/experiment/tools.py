@@ -196,7 +196,7 @@ def average_checkpoints(paths: Sequence[str], out: str) -> None:
 
     totals = {}
     for path in paths:  # one checkpoint in memory at a time, as fairseq's script
-        state = torch.load(path, map_location="cpu", weights_only=False)  # fairseq's own file
+        state = torch.load(path, map_location="cpu", weights_only=True)  # checkpoint_safety's loader
         for name, value in state["model"].items():
             if value.is_floating_point():
                 totals[name] = totals.get(name, 0) + value.double()

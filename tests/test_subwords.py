@@ -4,6 +4,7 @@ import pytest
 
 from fairseq_syntax.syntax.subwords import (
     pieces_per_word, spans_of_word_lengths, word_forms, word_index_of_pieces, word_links,
+    words_row,
 )
 
 # "the bakers saw ." with "bakers" in three pieces
@@ -14,6 +15,8 @@ def test_a_word_split_into_three_pieces():
     counts = pieces_per_word(PIECES)
     assert counts == [1, 3, 1, 1]
     assert word_index_of_pieces(counts) == [0, 1, 1, 1, 2, 3]
+    row = words_row(counts)  # the words side-file row: eos (-1) last
+    assert row.tolist() == [0, 1, 1, 1, 2, 3, -1] and row.dtype == np.int32
     assert spans_of_word_lengths(counts) == [(0, 1), (1, 4), (4, 5), (5, 6)]
     assert word_forms(PIECES, counts) == ["the", "bakers", "saw", "."]
 
@@ -49,6 +52,7 @@ def test_bpe_none_and_auto_styles():
     for style in ("sentencepiece", "bpe", "none", "auto"):
         assert pieces_per_word([], style) == []
     assert word_index_of_pieces([]) == []
+    assert words_row([]).tolist() == [-1]
     assert spans_of_word_lengths([]) == []
     with pytest.raises(ValueError, match="unknown subword style 'wordpiece'"):
         pieces_per_word(["a"], "wordpiece")

@@ -51,13 +51,13 @@ import torch
 
 from fairseq_syntax.syntax.annotate import Annotation, annotate, encode_words
 from fairseq_syntax.syntax.subwords import (
-    WORD_START, pieces_per_word, word_forms, word_index_of_pieces, word_links,
+    WORD_START, pieces_per_word, word_forms, word_index_of_pieces, word_links, words_row,
 )
 
 from . import side_inputs
 from .side_files import MANIFEST, check_format_version, read_manifest
 from .side_inputs import SIDE_INPUTS
-from .tree_tensors import EOS_WORD, BatchRows
+from .tree_tensors import BatchRows
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class RawSource:
     @property
     def words_row(self) -> torch.Tensor:
         """The ``words`` side-file row: the word of each piece, then ``-1`` for eos."""
-        return torch.tensor(self.word_of_piece + [EOS_WORD], dtype=torch.long)
+        return torch.from_numpy(words_row(self.pieces_per_word)).long()
 
     def side_row(self, name: str) -> torch.Tensor:
         """This line's row of the side-file of side input ``name``, as the data-bin's."""

@@ -14,8 +14,7 @@ import numpy as np
 from fairseq_syntax.syntax.dependency import (hang_pieces_below_words, project_dependency_tree,
                                               project_heads_to_subwords)
 from fairseq_syntax.syntax.pharaoh import project_alignment_to_subwords
-from fairseq_syntax.syntax.side_values import EOS_WORD
-from fairseq_syntax.syntax.subwords import word_index_of_pieces
+from fairseq_syntax.syntax.subwords import words_row
 
 Link = Tuple[int, int]
 
@@ -25,10 +24,14 @@ class Annotation:
     """One source sentence at subword level: side-file rows (int32), ``None`` where nothing was given."""
 
     pieces_per_word: List[int]
-    words: np.ndarray  # [n + 1]: word of each piece, EOS_WORD for eos
     heads: Optional[np.ndarray] = None  # [n + 1]: head of each piece, -1 for the root
     tree: Optional[np.ndarray] = None  # [2 (n - 1)]: (left, right) rows, flattened
     links: Optional[List[Link]] = None  # (source piece, target piece), sorted
+
+    @property
+    def words(self) -> np.ndarray:
+        """[n + 1]: word of each piece, EOS_WORD for eos."""
+        return words_row(self.pieces_per_word)
 
 
 def encode_words(sp, sentences: Sequence[Sequence[str]]) -> List[List[List[str]]]:
@@ -45,8 +48,7 @@ def annotate(pieces_per_word: Sequence[int], word_heads: Optional[Sequence[int]]
     ``ValueError`` when they do not fit.
     """
     counts = [int(c) for c in pieces_per_word]
-    words = np.asarray(word_index_of_pieces(counts) + [EOS_WORD], dtype=np.int32)
-    out = Annotation(counts, words)
+    out = Annotation(counts)
     if word_heads is not None:
         if not counts and not len(word_heads):
             out.heads = np.asarray([-1], dtype=np.int32)

@@ -12,6 +12,10 @@ works on those counts (``[2, 1]``: word 0 is pieces 0-1, word 1 is piece 2).
 """
 from typing import Iterable, List, Sequence, Tuple
 
+import numpy as np
+
+from fairseq_syntax.syntax.side_values import EOS_WORD
+
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark "▁"
 UNKNOWN_PIECE = "<unk>"  # fairseq's unknown-word symbol
 STYLES = ("sentencepiece", "bpe", "none", "auto")
@@ -48,6 +52,13 @@ def pieces_per_word(pieces: Sequence[str], style: str = "sentencepiece",
 def word_index_of_pieces(pieces_per_word: Sequence[int]) -> List[int]:
     """``out[k]`` is the 0-based word of piece ``k``."""
     return [w for w, count in enumerate(pieces_per_word) for _ in range(count)]
+
+
+def words_row(pieces_per_word: Sequence[int]) -> np.ndarray:
+    """The ``words`` side-file row (int32): the word of each piece, then :data:`EOS_WORD` for eos."""
+    counts = np.asarray(pieces_per_word, dtype=np.int64)
+    return np.append(np.repeat(np.arange(len(counts), dtype=np.int32), counts),
+                     np.int32(EOS_WORD))
 
 
 def spans_of_word_lengths(pieces_per_word: Sequence[int]) -> List[Tuple[int, int]]:

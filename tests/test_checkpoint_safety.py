@@ -45,7 +45,6 @@ def test_generate_refuses_pickled_callable(crafted_checkpoint, synthetic_databin
     assert not marker.exists()
 
 
-
 def test_the_experiment_harness_refuses_pickled_callable(crafted_checkpoint, tmp_path):
     """The harness's own readers (the epoch average, the training time of a record) use
     the same safe loader as fairseq's."""

@@ -335,3 +335,13 @@ def test_heatmap_command_refuses_a_sentence_out_of_range(synthetic_databin, cli_
         main([str(synthetic_databin), "--path", str(cli_runs["lookahead_enc_dec"][0]),
               "--index", "100000", "--out", str(tmp_path / "x.png")])
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_command_refuses_a_checkpoint_of_another_kind_of_model(synthetic_databin, cli_runs, tmp_path):
+    from fairseq_syntax.cli.induced_trees import main
+
+    with pytest.raises(SystemExit, match="holds a LookAheadRNNModel, not a "
+                                         "structured_attention_rnn or sa_transformer model"):
+        main([str(synthetic_databin), "--path", str(cli_runs["lookahead_concat"][0]),
+              "--gen-subset", "test", "--output", str(tmp_path / "trees.conllu"), "--cpu"])
+    assert not (tmp_path / "trees.conllu").exists()

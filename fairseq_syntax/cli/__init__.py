@@ -12,6 +12,25 @@ def training_config(argv):
     return convert_namespace_to_omegaconf(args)
 
 
+def load_trained_model(path: str, data: str, split: str, kinds: tuple, what: str,
+                       use_cuda: bool):
+    """(model, cfg, task) of the checkpoint ``path`` read with the data-bin ``data``, in eval
+    mode, with ``split`` loaded; a model that is none of the classes ``kinds`` is refused
+    with ``what`` (the kind of model wanted and how to train one)."""
+    from fairseq import checkpoint_utils
+
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [path], arg_overrides={"data": data})
+    model = models[0]
+    if not isinstance(model, kinds):
+        raise SystemExit(f"error: {path} holds a {type(model).__name__}, not a {what}")
+    model.eval()
+    if use_cuda:
+        model.cuda()
+    task.load_dataset(split)
+    return model, cfg, task
+
+
 # fairseq's own architectures that are the backbones' peers (``--task translation``)
 FAIRSEQ_LSTM, FAIRSEQ_TRANSFORMER = "lstm", "transformer"
 FAIRSEQ_PEERS = (FAIRSEQ_LSTM, FAIRSEQ_TRANSFORMER)

@@ -110,25 +110,14 @@ def get_parser() -> argparse.ArgumentParser:
 def load(path: str, data: str, split: str, use_cuda: bool):
     """(model, task) of a structured_attention_rnn or sa_transformer checkpoint, with
     ``split`` loaded."""
-    from fairseq import checkpoint_utils
-
+    from fairseq_syntax.cli import load_trained_model
     from fairseq_syntax.models.sa_transformer import SATransformerModel
     from fairseq_syntax.models.structured_attention_rnn import StructuredAttentionRNNModel
 
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-        [path], arg_overrides={"data": data}
-    )
-    model = models[0]
-    if not isinstance(model, (StructuredAttentionRNNModel, SATransformerModel)):
-        raise SystemExit(
-            f"error: {path} holds a {type(model).__name__}, not a structured_attention_rnn "
-            "or sa_transformer model (train with --arch sa_nmt_shared, sa_nmt, sa_nmt_1set, "
-            "sa_nmt_hard, fa_nmt_shared, fa_nmt or sa_transformer*)"
-        )
-    model.eval()
-    if use_cuda:
-        model.cuda()
-    task.load_dataset(split)
+    model, cfg, task = load_trained_model(
+        path, data, split, (StructuredAttentionRNNModel, SATransformerModel),
+        "structured_attention_rnn or sa_transformer model (train with --arch sa_nmt_shared, "
+        "sa_nmt, sa_nmt_1set, sa_nmt_hard, fa_nmt_shared, fa_nmt or sa_transformer*)", use_cuda)
     model.arch_name = getattr(cfg.model, "arch", None) or getattr(cfg.model, "_name", "?")
     return model, task
 

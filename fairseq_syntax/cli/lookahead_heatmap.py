@@ -63,22 +63,16 @@ def get_parser() -> argparse.ArgumentParser:
 
 def load(args):
     """The model, the task, and the sentence's sample (a batch of one)."""
-    from fairseq import checkpoint_utils, utils
+    from fairseq import utils
 
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-        [args.path], arg_overrides={"data": args.data}
-    )
-    model = models[0]
-    if not hasattr(model, "look_ahead_attention"):
-        raise SystemExit(
-            f"error: {args.path} holds a {type(model).__name__}, not a look_ahead_rnn model "
-            "(train with --arch lookahead_concat, lookahead_enc_dec or lookahead_dec_enc)"
-        )
+    from fairseq_syntax.cli import load_trained_model
+    from fairseq_syntax.models.look_ahead_rnn import LookAheadRNNModel
+
     use_cuda = torch.cuda.is_available() and not args.cpu
-    model.eval()
-    if use_cuda:
-        model.cuda()
-    task.load_dataset(args.gen_subset)
+    model, _cfg, task = load_trained_model(
+        args.path, args.data, args.gen_subset, (LookAheadRNNModel,),
+        "look_ahead_rnn model (train with --arch lookahead_concat, lookahead_enc_dec or "
+        "lookahead_dec_enc)", use_cuda)
     dataset = task.dataset(args.gen_subset)
     if not 0 <= args.index < len(dataset):
         raise SystemExit(

@@ -356,6 +356,29 @@ def test_gpu_runs_are_records_and_a_section_of_their_own(tmp_path):
                                              default, "save", seed=1)
 
 
+def test_a_rendering_without_methods_keeps_the_transformer_familys_open_rows(tmp_path):
+    """``--render-only`` alone renders the section as committed: the default methods, the
+    Transformer family (``not run yet`` where a method has no record) and every method with
+    records; a training run without ``--methods`` trains the default methods only."""
+    records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
+    records_dir.mkdir()
+    argv = ["--corpus", "multi30k", "--render-only", "--results-dir", str(records_dir),
+            "--results", str(results)]
+    args = experiment.parse_args(argv)
+    with open(methods.record_path(str(records_dir), "syntax_transformer", 1), "w") as f:
+        json.dump(_record(args, corpora.corpus_description(args), "syntax_transformer", 1,
+                          {"bleu": 30.0}), f)
+    assert experiment.main(argv) == 0
+    rows = _table(_section(results, "multi30k"))
+    family = methods.method_keys(methods.select_methods("transformer"))
+    assert [rows[k][1] for k in family] == ["30.00"] + ["not run yet"] * (len(family) - 1)
+    assert rows["attentional_rnn"][1] == "not run yet"
+    # --epochs for the RNN rows: nothing is trained, so the linear recipe's budget is no error
+    assert experiment.parse_args([*argv, "--epochs", "12"]).methods.endswith(",transformer")
+    trained = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
+    assert trained.methods == methods.DEFAULT_METHODS["multi30k"]
+
+
 def test_multi30k_defaults_and_train_command():
     args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--seeds", "1,2,3"])
     assert args.seeds == [1, 2, 3]

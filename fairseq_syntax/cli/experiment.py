@@ -131,7 +131,8 @@ def get_parser() -> argparse.ArgumentParser:
                    "'transformer' stands for the Transformer family "
                    "(trained with TRANSFORMER_RECIPES) (default: synthetic "
                    + DEFAULT_METHODS["synthetic"] + "; multi30k "
-                   + DEFAULT_METHODS["multi30k"] + ")")
+                   + DEFAULT_METHODS["multi30k"] + "; with --render-only, these and "
+                   "'transformer')")
     p.add_argument("--seeds", default="1",
                    help="comma-separated training seeds; every (method, seed) is one run "
                    "with fairseq-train --seed N (default: 1)")
@@ -213,9 +214,10 @@ def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Na
     for name, value in defaults.items():
         if name not in ("updates", "epochs") and getattr(args, name) is None:
             setattr(args, name, value)
-    if args.methods is None:
-        args.methods = DEFAULT_METHODS[args.corpus]
-    if args.transformer["lr_scheduler"] == "linear" and not args.transformer["updates"] and any(
+    if args.methods is None:  # a rendering shows the Transformer family's open rows too
+        args.methods = DEFAULT_METHODS[args.corpus] + (",transformer" if args.render_only else "")
+    if not args.render_only and args.transformer["lr_scheduler"] == "linear" \
+            and not args.transformer["updates"] and any(
             m.family == "transformer" for m in select_methods(args.methods)):
         parser.error("the Transformer recipe's lr_scheduler=linear decays to 0 at the last "
                      "update: give the budget in updates (--updates, or --transformer-recipe "

@@ -181,9 +181,13 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "write CoNLL-U (a cache fairseq-syntax-preprocess --parser reuses).",
     )
     parser.add_argument("text", help="input text, UTF-8, one sentence per line")
-    parser.add_argument("--parser", required=True, metavar="NAME_OR_PATH")
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--parse-batch-size", type=int, default=256)
+    parser.add_argument("--parser", required=True, metavar="NAME_OR_PATH",
+                        help="spaCy pipeline, by package name or path (as --parser of "
+                        "fairseq-syntax-preprocess)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="parser processes (default: 1)")
+    parser.add_argument("--parse-batch-size", type=int, default=256,
+                        help="sentences per spaCy batch (default: 256)")
     parser.add_argument("-o", "--output", default=None,
                         help="CoNLL-U to write (default: TEXT.conllu)")
     args = parser.parse_args(argv)

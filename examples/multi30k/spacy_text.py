@@ -115,16 +115,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     tok = sub.add_parser("tokenize", help="raw text -> space-separated spaCy tokens")
-    tok.add_argument("--lang", required=True)
+    tok.add_argument("--lang", required=True,
+                     help="language of the text (en, de): spacy.blank(LANG)'s tokenizer "
+                     "unless --pipeline is given")
     tok.add_argument("--pipeline", default=None,
                      help="use this spaCy pipeline's tokenizer (name or path)")
     tok.add_argument("--glue-table", default=None, help="write per-token glue statistics")
-    tok.add_argument("input")
-    tok.add_argument("output")
+    tok.add_argument("input", help="raw text, one sentence per line")
+    tok.add_argument("output", help="the tokens, space-separated, one sentence per line")
     detok = sub.add_parser("detokenize", help="space-separated tokens -> text")
-    detok.add_argument("--glue-table", required=True)
-    detok.add_argument("input")
-    detok.add_argument("output")
+    detok.add_argument("--glue-table", required=True,
+                       help="the per-token glue statistics written by tokenize --glue-table")
+    detok.add_argument("input", help="space-separated tokens, one sentence per line")
+    detok.add_argument("output", help="detokenised text, one sentence per line")
     args = parser.parse_args(argv)
     (tokenize if args.command == "tokenize" else detokenize)(args)
 

@@ -7,10 +7,10 @@ from conftest import REPO
 SOURCES = ("fairseq_syntax", "preprocess", "examples")
 
 
-def _parsers_without_help(function: ast.AST):
-    """Names bound in ``function`` to ``ArgumentParser(..., add_help=False)``: internal
+def _parsers_without_help(tree: ast.AST):
+    """Names bound in ``tree`` to ``ArgumentParser(..., add_help=False)``: internal
     parsers (parse_known_args helpers) that never print a help text."""
-    for node in ast.walk(function):
+    for node in ast.walk(tree):
         if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                 and any(k.arg == "add_help" and isinstance(k.value, ast.Constant)
                         and k.value.value is False for k in node.value.keywords)):
@@ -20,10 +20,7 @@ def _parsers_without_help(function: ast.AST):
 def options_without_help(path: pathlib.Path):
     """``file:line option`` of each ``add_argument`` call in ``path`` without ``help=``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    internal = set()
-    for function in ast.walk(tree):
-        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            internal.update(_parsers_without_help(function))
+    internal = set(_parsers_without_help(tree))
     for node in ast.walk(tree):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "add_argument"

@@ -55,9 +55,9 @@ class SDAttTransformerModel(SyntaxTransformerModel):
         parser.add_argument(
             "--sdatt-heads", type=int, metavar="K",
             help="syntax-directed heads in the cross-attention of each SDAtt decoder layer "
-            "(the first K heads; default: all heads). On Multi30k 1 head came within 0.4 BLEU of "
-            "the backbone and every head lost 1.7; on the synthetic corpus every head "
-            "generalised best (docs/RESULTS.md)")
+            "(the first K heads; default: all heads). On Multi30k every head lost 1.7 BLEU to "
+            "the backbone in single context and gained 0.2 in double context (--sdatt-context "
+            "double); on the synthetic corpus every head generalised best (docs/RESULTS.md)")
         parser.add_argument(
             "--sdatt-layers", type=str, metavar="I,J,...",
             help="comma-separated decoder layers (0 = the bottom one) whose cross-attention "

@@ -7,6 +7,7 @@ hostile in-range heads (cycles, heads on eos or on continuation pieces).
 import random
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -52,7 +53,8 @@ def reference_tree_distances(heads):
 
 
 def reference_word_distances(heads, words):
-    """Piece distances read at the first piece of each run of equal words, then eos and padding."""
+    """Piece distances read at the first piece of each run of equal words, then eos and padding;
+    int16, the collater's dtype (every value fits)."""
     real = words.ne(WORD_PAD)
     bsz, n = words.shape
     pieces = reference_tree_distances(heads)
@@ -65,7 +67,7 @@ def reference_word_distances(heads, words):
     eos = words.eq(EOS_WORD)
     dist = dist.masked_fill(eos.unsqueeze(2) ^ eos.unsqueeze(1), EOS_DISTANCE)
     dist = dist.masked_fill(eos.unsqueeze(2) & eos.unsqueeze(1), 0)
-    return dist.masked_fill(~(real.unsqueeze(2) & real.unsqueeze(1)), PAD_DISTANCE)
+    return dist.masked_fill(~(real.unsqueeze(2) & real.unsqueeze(1)), PAD_DISTANCE).short()
 
 
 def random_rows(rng, batch_size, hostile):
@@ -156,3 +158,11 @@ def test_rows_read_by_id_from_a_side_file_equal_the_rows(tmp_path):
         assert_identical(pad_to_source(from_file, 9, -2), reference_pad_rows(picked, 9, -2))
         assert_identical(pad_to_source(batch_rows(rows, ids), 9, -2),
                          reference_pad_rows(picked, 9, -2))
+
+
+def test_a_source_too_wide_for_int16_distances_is_refused():
+    """Distances are int16 (every path length is below the source width): a wider batch is
+    refused before anything is built, not wrapped around."""
+    wide = torch.full((1, 2**15), -1)
+    with pytest.raises(ValueError, match="32768 source positions wide"):
+        word_distances(wide, wide)

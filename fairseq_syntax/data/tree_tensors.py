@@ -8,35 +8,49 @@ from fairseq_syntax.syntax.side_values import (  # noqa: F401  (the collater's v
     EOS_DISTANCE, EOS_WORD, HEAD_PAD, PAD_DISTANCE, WORD_PAD,
 )
 
+DISTANCE_DTYPE = np.int16
+"""dtype of the distance matrices: every value fits (:data:`EOS_DISTANCE`, :data:`PAD_DISTANCE`
+and path lengths, below the source width, which :func:`_ancestor_sets` checks), in a quarter of
+int64's memory (the batch's largest tensor, ``[B, S, S]``)."""
+
 
 def _ancestor_sets(heads: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Bitsets ``[B, R, ceil(N / 64)]`` uint64 of ``start[b, r]`` and its ancestors in the tree
-    of ``heads`` ``[B, N]`` (-1 root, HEAD_PAD): bit ``k`` of a set is position ``k``. Pointer
-    doubling over the flat batch, every root and padding pointing to one sink with the empty set:
-    after round ``t`` a position's set holds its first ``2^t`` steps towards the root (a cycle of
-    hostile heads gives its nodes, as any longer walk would)."""
+    """Bitsets ``[C, B, R]`` uint64 (``C = ceil(N / 64)`` chunks, chunk-major) of ``start[b, r]``
+    and its ancestors in the tree of ``heads`` ``[B, N]`` (-1 root, HEAD_PAD): bit ``k`` of a set
+    is position ``k``. Pointer doubling over the flat batch, every root and padding pointing to
+    one sink with the empty set: after round ``t`` a position's set holds its first ``2^t``
+    steps towards the root (a cycle of hostile heads gives its nodes, as any longer walk would)."""
     bsz, n = heads.shape
+    if n > np.iinfo(DISTANCE_DTYPE).max:
+        raise ValueError(f"a batch {n} source positions wide: its distances would not fit "
+                         f"{DISTANCE_DTYPE.__name__}")
     chunks = (n + 63) // 64
     sink = bsz * n
     offsets = np.arange(0, sink, n)[:, None]
     parent = np.append(np.where(heads < 0, sink, heads + offsets).ravel(), sink)
     position = np.arange(n)
-    own = np.zeros((n, chunks), dtype=np.uint64)
-    own[position, position // 64] = np.left_shift(np.uint64(1), (position % 64).astype(np.uint64))
-    sets = np.concatenate([np.tile(own, (bsz, 1)), np.zeros((1, chunks), dtype=np.uint64)])
+    own = np.zeros((chunks, n), dtype=np.uint64)
+    own[position // 64, position] = np.left_shift(np.uint64(1), (position % 64).astype(np.uint64))
+    sets = np.zeros((chunks, sink + 1), dtype=np.uint64)
+    sets[:, :sink] = np.tile(own, bsz)
     for _ in range(max(1, (n - 1).bit_length())):
         if parent.min() == sink:
             break
-        sets |= sets[parent]
+        sets |= sets[:, parent]
         parent = parent[parent]
-    return sets[(start + offsets).ravel()].reshape(bsz, start.shape[1], chunks)
+    return sets[:, (start + offsets).ravel()].reshape(chunks, bsz, start.shape[1])
 
 
 def _set_distances(sets: np.ndarray) -> np.ndarray:
-    """``|A_i Δ A_j|`` ``[B, R, R]`` int64 of the bitsets ``[B, R, C]``: with ancestor sets that
-    hold the node itself, the tree path length ``depth(i) + depth(j) - 2 depth(lca)``."""
-    count = np.bitwise_count(sets[:, :, None, :] ^ sets[:, None, :, :])
-    return (count[..., 0] if count.shape[-1] == 1 else count.sum(-1)).astype(np.int64)
+    """``|A_i Δ A_j|`` ``[B, R, R]`` :data:`DISTANCE_DTYPE` of the bitsets ``[C, B, R]``: with
+    ancestor sets that hold the node itself, the tree path length ``depth(i) + depth(j) - 2
+    depth(lca)``; chunk by chunk, the popcount of the XOR."""
+    first, *rest = sets
+    dist = np.empty(first.shape + first.shape[-1:], dtype=DISTANCE_DTYPE)
+    np.bitwise_count(first[:, :, None] ^ first[:, None, :], out=dist, casting="unsafe")
+    for x in rest:
+        dist += np.bitwise_count(x[:, :, None] ^ x[:, None, :])
+    return dist
 
 
 def _pad_rows_and_columns(dist: np.ndarray, real: np.ndarray) -> torch.Tensor:
@@ -47,7 +61,7 @@ def _pad_rows_and_columns(dist: np.ndarray, real: np.ndarray) -> torch.Tensor:
 
 
 def tree_distances(heads: torch.Tensor) -> torch.Tensor:
-    """All-pairs path lengths ``[B, N, N]`` long in each tree of ``heads`` ``[B, N]`` (-1 root,
+    """All-pairs path lengths ``[B, N, N]`` int16 in each tree of ``heads`` ``[B, N]`` (-1 root,
     HEAD_PAD), :data:`PAD_DISTANCE` at padding."""
     h = heads.numpy()
     start = np.broadcast_to(np.arange(h.shape[1]), h.shape)
@@ -55,7 +69,7 @@ def tree_distances(heads: torch.Tensor) -> torch.Tensor:
 
 
 def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-    """Distances between words spread to their pieces, ``[B, N, N]`` long (DESIGN.md §2).
+    """Distances between words spread to their pieces, ``[B, N, N]`` int16 (DESIGN.md §2).
 
     ``heads`` ``[B, N]`` the projected heads side-file, ``words`` ``[B, N]`` each piece's word
     (:data:`EOS_WORD`, :data:`WORD_PAD`).  Pieces of words ``a``, ``b``: ``d(a, b)`` (0 within a
@@ -74,7 +88,7 @@ def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     first = np.maximum.accumulate(np.where(starts, np.arange(n), 0), axis=1)  # of each run
     eos = w == EOS_WORD
     sets = _ancestor_sets(h, first)
-    sets[eos] = 0
+    sets[:, eos] = 0
     dist = _set_distances(sets)
     batch, position = np.nonzero(eos)
     to_eos = np.where(eos[batch], 0, EOS_DISTANCE)

@@ -118,5 +118,5 @@ def pad_rows(rows: BatchRows, width: int, pad_value: int) -> torch.Tensor:
     column = np.arange(width)
     filled = column < rows.lengths[:, None]
     index = np.where(filled, rows.starts[:, None] + column, 0)
-    values = (rows.values[index] if len(rows.values) else np.zeros(index.shape)).astype(np.int64)
-    return torch.from_numpy(np.where(filled, values, np.int64(pad_value)))
+    values = rows.values[index] if len(rows.values) else np.zeros(index.shape, dtype=np.int64)
+    return torch.from_numpy(np.where(filled, values, np.int64(pad_value)))  # int64, as fairseq's

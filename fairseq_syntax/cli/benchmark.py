@@ -14,7 +14,8 @@ the DataLoader's whole work per batch, against fairseq's plain ``LanguagePairDat
 same batches.
 
 Without ``--data-bin`` it builds one from the embedded synthetic corpus.
-Example: ``fairseq-syntax-benchmark --workdir bench --updates 60 --out bench.md``
+Example: ``fairseq-syntax-benchmark --workdir bench --updates 60 --out bench.md``; with
+``--loading-only`` it times the data loading alone.
 """
 import argparse
 import os
@@ -228,7 +229,8 @@ def ratio(value, base) -> str:
     return f"{value / base:.2f}" if value and base else "–"
 
 
-def markdown(rows: List[Row], collate: Dict[str, Dict[str, float]], args) -> str:
+def markdown(rows: List[Row], args) -> str:
+    """The throughput table, every ratio to the first row (the backbone)."""
     base = rows[0]
     lines = [
         f"Throughput, {args.updates} updates of at most {args.max_tokens} tokens, embed "
@@ -250,17 +252,20 @@ def markdown(rows: List[Row], collate: Dict[str, Dict[str, float]], args) -> str
             f"{r.decode_sps:.1f} | {ratio(r.decode_sps, base.decode_sps)} | "
             f"{r.decode_tps:.0f} | {ratio(r.decode_tps, base.decode_tps)} |"
         )
-    if collate:
-        lines += [
-            "",
-            "| data loading, train batches of 4000 tokens (CPU ms / batch) | fairseq "
-            "LanguagePairDataset (with alignments) | syntax (heads, distances, trees, alignments) "
-            "| ratio |",
-            "| --- | ---: | ---: | ---: |",
-        ]
-        for part, label in (("collater", "collater"), ("loader", "`dataset[i]` + collater")):
-            plain, syntax = collate[part]["plain"], collate[part]["syntax"]
-            lines.append(f"| {label} | {plain:.2f} | {syntax:.2f} | {syntax / plain:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def loading_markdown(collate: Dict[str, Dict[str, float]]) -> str:
+    """The data-loading table of :func:`collater_timing`, ratios to fairseq's dataset."""
+    lines = [
+        "| data loading, train batches of 4000 tokens (CPU ms / batch) | fairseq "
+        "LanguagePairDataset (with alignments) | syntax (heads, distances, trees, alignments) "
+        "| ratio |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for part, label in (("collater", "collater"), ("loader", "`dataset[i]` + collater")):
+        plain, syntax = collate[part]["plain"], collate[part]["syntax"]
+        lines.append(f"| {label} | {plain:.2f} | {syntax:.2f} | {syntax / plain:.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -280,6 +285,8 @@ def get_parser():
     p.add_argument("--no-fairseq-lstm", action="store_true", help="skip fairseq's own lstm row")
     p.add_argument("--no-criterions", action="store_true", help="skip the criterion rows")
     p.add_argument("--gpu", dest="cpu", action="store_false", help="run on the GPU (default: CPU)")
+    p.add_argument("--loading-only", action="store_true", help="only time data loading (the "
+                   "syntax collater against fairseq's), training nothing")
     p.add_argument("--out", help="also write the Markdown table to this file")
     return p
 
@@ -288,6 +295,19 @@ def main(argv=None):
     args = get_parser().parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     databin = args.data_bin or synthetic_databin(args.workdir)
+    rows = [] if args.loading_only else throughput_rows(args, databin)
+    tables = [markdown(rows, args)] if rows else []
+    table = "\n".join(tables + [loading_markdown(collater_timing(databin))])
+    print(table)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(table)
+    return 0 if not any(r.error for r in rows) else 1
+
+
+def throughput_rows(args, databin: str) -> List[Row]:
+    """Train and decode the backbone, the chosen architectures, the criterion runs and
+    fairseq's lstm, one after the other."""
     archs = rnn_architectures() if args.archs == "all" else args.archs.split(",")
     if BACKBONE in archs:
         archs.remove(BACKBONE)
@@ -300,14 +320,7 @@ def main(argv=None):
     for i, (label, arch, extra) in enumerate(runs, 1):
         print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
         rows.append(benchmark_run(label, arch, extra, args, databin, args.workdir))
-    collate = collater_timing(databin)
-    table = markdown(rows, collate, args)
-    print(table)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table)
-    return 0 if not any(r.error for r in rows) else 1
-
+    return rows
 
 if __name__ == "__main__":
     sys.exit(main())

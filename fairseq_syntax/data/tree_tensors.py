@@ -1,4 +1,5 @@
 """Batched tensors built from dependency heads (and the words of the subword pieces) in the collater."""
+import functools
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -14,31 +15,36 @@ and path lengths, below the source width, which :func:`_ancestor_sets` checks), 
 int64's memory (the batch's largest tensor, ``[B, S, S]``)."""
 
 
+@functools.lru_cache(maxsize=None)
+def _own_bits(n: int) -> np.ndarray:
+    """``[C, n]`` uint64, read-only: position ``k``'s own bit (bit ``k % 64`` of chunk ``k // 64``)."""
+    position = np.arange(n)
+    own = np.zeros(((n + 63) // 64, n), dtype=np.uint64)
+    own[position // 64, position] = np.left_shift(np.uint64(1), (position % 64).astype(np.uint64))
+    own.flags.writeable = False
+    return own
+
+
 def _ancestor_sets(heads: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Bitsets ``[C, B, R]`` uint64 (``C = ceil(N / 64)`` chunks, chunk-major) of ``start[b, r]``
     and its ancestors in the tree of ``heads`` ``[B, N]`` (-1 root, HEAD_PAD): bit ``k`` of a set
-    is position ``k``. Pointer doubling over the flat batch, every root and padding pointing to
-    one sink with the empty set: after round ``t`` a position's set holds its first ``2^t``
-    steps towards the root (a cycle of hostile heads gives its nodes, as any longer walk would)."""
+    is position ``k``. Pointer doubling over the flat batch, roots and padding pointing to
+    themselves: after round ``t`` a position's set holds its first ``2^t`` steps towards the root
+    (a cycle of hostile heads gives its nodes, as any longer walk would)."""
     bsz, n = heads.shape
     if n > np.iinfo(DISTANCE_DTYPE).max:
         raise ValueError(f"a batch {n} source positions wide: its distances would not fit "
                          f"{DISTANCE_DTYPE.__name__}")
-    chunks = (n + 63) // 64
-    sink = bsz * n
-    offsets = np.arange(0, sink, n)[:, None]
-    parent = np.append(np.where(heads < 0, sink, heads + offsets).ravel(), sink)
-    position = np.arange(n)
-    own = np.zeros((chunks, n), dtype=np.uint64)
-    own[position // 64, position] = np.left_shift(np.uint64(1), (position % 64).astype(np.uint64))
-    sets = np.zeros((chunks, sink + 1), dtype=np.uint64)
-    sets[:, :sink] = np.tile(own, bsz)
+    flat = np.arange(bsz * n).reshape(bsz, n)
+    parent = np.where(heads < 0, flat, heads + flat[:, :1]).ravel()
+    sets = np.tile(_own_bits(n), bsz)
     for _ in range(max(1, (n - 1).bit_length())):
-        if parent.min() == sink:
+        sets |= np.take(sets, parent, axis=1)
+        grandparent = parent[parent]
+        if np.array_equal(grandparent, parent):  # every walk has reached its root
             break
-        sets |= sets[:, parent]
-        parent = parent[parent]
-    return sets[:, (start + offsets).ravel()].reshape(chunks, bsz, start.shape[1])
+        parent = grandparent
+    return np.take(sets, (start + flat[:, :1]).ravel(), axis=1).reshape(-1, bsz, start.shape[1])
 
 
 def _set_distances(sets: np.ndarray) -> np.ndarray:

@@ -83,8 +83,8 @@ def row_interpolation(position: Tensor, last: Tensor) -> Tuple[Tensor, Tensor, T
 
 def distance_rows(distances: Tensor, positions: Tensor, last_position: Tensor) -> Tensor:
     """Syntax-distance rows ``M[p]`` (Chen et al. eq. 9) at real-valued ``p``, interpolated by
-    :func:`row_interpolation`: ``distances`` ``[B, S, S]`` long, ``positions`` ``[B, N]``,
-    ``last_position`` ``[B]`` -> ``[B, N, S]`` float."""
+    :func:`row_interpolation`: ``distances`` ``[B, S, S]`` integer (the collater's int16),
+    ``positions`` ``[B, N]``, ``last_position`` ``[B]`` -> ``[B, N, S]`` float."""
     src_len = distances.size(1)
     floor, ceil, frac = row_interpolation(positions.float(), last_position.long().unsqueeze(1))
     index = torch.cat([floor, ceil], dim=1)  # one gather for ⌊p⌋ and ⌈p⌉
@@ -97,7 +97,7 @@ def distance_row(distances: Tensor, position: Tensor, last_position: Tensor,
                  interpolate: bool = True) -> Tensor:
     """``M[p_i]`` at one real-valued ``p_i`` per sentence, ``[B, S]`` float: :func:`distance_rows`
     (``p_i`` gets a gradient through eq. 10), or with ``interpolate=False`` the nearest row (no
-    gradient).  ``distances`` ``[B, S, S]`` long, ``position`` and ``last_position`` ``[B]``.
+    gradient).  ``distances`` ``[B, S, S]`` integer, ``position`` and ``last_position`` ``[B]``.
     """
     if interpolate:
         return distance_rows(distances, position.unsqueeze(1), last_position).squeeze(1)

@@ -1,5 +1,4 @@
 """Batched tensors built from dependency heads (and the words of the subword pieces) in the collater."""
-import functools
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -15,16 +14,6 @@ and path lengths, below the source width, which :func:`_ancestor_sets` checks), 
 int64's memory (the batch's largest tensor, ``[B, S, S]``)."""
 
 
-@functools.lru_cache(maxsize=None)
-def _own_bits(n: int) -> np.ndarray:
-    """``[C, n]`` uint64, read-only: position ``k``'s own bit (bit ``k % 64`` of chunk ``k // 64``)."""
-    position = np.arange(n)
-    own = np.zeros(((n + 63) // 64, n), dtype=np.uint64)
-    own[position // 64, position] = np.left_shift(np.uint64(1), (position % 64).astype(np.uint64))
-    own.flags.writeable = False
-    return own
-
-
 def _ancestor_sets(heads: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Bitsets ``[C, B, R]`` uint64 (``C = ceil(N / 64)`` chunks, chunk-major) of ``start[b, r]``
     and its ancestors in the tree of ``heads`` ``[B, N]`` (-1 root, HEAD_PAD): bit ``k`` of a set
@@ -35,9 +24,12 @@ def _ancestor_sets(heads: np.ndarray, start: np.ndarray) -> np.ndarray:
     if n > np.iinfo(DISTANCE_DTYPE).max:
         raise ValueError(f"a batch {n} source positions wide: its distances would not fit "
                          f"{DISTANCE_DTYPE.__name__}")
+    position = np.arange(n)
+    own = np.zeros(((n + 63) // 64, n), dtype=np.uint64)
+    own[position // 64, position] = np.left_shift(np.uint64(1), (position % 64).astype(np.uint64))
+    sets = np.tile(own, bsz)
     flat = np.arange(bsz * n).reshape(bsz, n)
     parent = np.where(heads < 0, flat, heads + flat[:, :1]).ravel()
-    sets = np.tile(_own_bits(n), bsz)
     for _ in range(max(1, (n - 1).bit_length())):
         sets |= np.take(sets, parent, axis=1)
         grandparent = parent[parent]

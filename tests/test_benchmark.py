@@ -1,22 +1,25 @@
 """fairseq-syntax-benchmark's table: every ratio is to the backbone's row."""
 from types import SimpleNamespace
 
-from fairseq_syntax.cli.benchmark import Row, loading_markdown, markdown
+from fairseq_syntax.cli.benchmark import LoadingRow, Row, loading_markdown, markdown
 
 
 def test_table_ratios_are_to_the_backbone():
     rows = [Row("attentional_rnn", 1000.0, 500.0, 20.0, 400.0), Row("tree2seq", 600.0, 550.0, 10.0, 300.0),
             Row("broken", error="fairseq-train failed, see x.log")]
     args = SimpleNamespace(updates=4, max_tokens=100, embed_dim=8, encoder_hidden=8, decoder_hidden=16)
-    table = markdown(rows, args) + loading_markdown({"collater": {"plain": 2.0, "syntax": 5.0},
-                                                     "loader": {"plain": 4.0, "syntax": 5.0}})
+    loading = [LoadingRow("everything", True, {"collater": 2.0, "loader": 4.0},
+                          {"collater": 5.0, "loader": 5.0}),
+               LoadingRow("distances (SDAtt)", False, {"collater": 1.0, "loader": 2.0},
+                          {"collater": 1.1, "loader": 2.1})]
+    table = markdown(rows, args) + loading_markdown(loading)
     cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
              for line in table.splitlines() if line.startswith("| ") and "---" not in line}
     assert cells["attentional_rnn"] == ["1000", "1.00", "500", "1.00", "20.0", "1.00", "400", "1.00"]
     assert cells["tree2seq"] == ["600", "0.60", "550", "1.10", "10.0", "0.50", "300", "0.75"]
     assert cells["broken"][0] == "fairseq-train failed, see x.log"
-    assert cells["collater"] == ["2.00", "5.00", "2.50"]
-    assert cells["`dataset[i]` + collater"] == ["4.00", "5.00", "1.25"]
+    assert cells["everything"] == ["with alignments", "2.00 / 5.00", "2.50", "4.00 / 5.00", "1.25"]
+    assert cells["distances (SDAtt)"] == ["tokens only", "1.00 / 1.10", "1.10", "2.00 / 2.10", "1.05"]
 
 
 def test_speeds_are_fairseqs_own_figures(tmp_path):

@@ -9,9 +9,9 @@ own ``wps`` of the last training log line), peak resident memory of the training
 process, decoding sentences per second (fairseq-generate's own figure, model loading
 excluded) and target tokens per second (less sensitive than sentences/s to how long
 the barely trained models' hypotheses are), each as a ratio to ``attentional_rnn``
-measured in the same run. It also times the syntax dataset's collater (heads, distance matrices, trees, alignments), and
-the DataLoader's whole work per batch, against fairseq's plain ``LanguagePairDataset`` on the
-same batches.
+measured in the same run. It also times data loading (the collater, and the DataLoader's whole work per batch) of the
+syntax dataset against fairseq's plain ``LanguagePairDataset`` on the same batches: with every
+side input, and with each mechanism's own.
 
 Without ``--data-bin`` it builds one from the embedded synthetic corpus.
 Example: ``fairseq-syntax-benchmark --workdir bench --updates 60 --out bench.md``; with
@@ -25,6 +25,8 @@ import sys
 import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
+
+import numpy as np
 
 from fairseq_syntax.data.synthetic_corpus import generate_corpus
 from fairseq_syntax.user_dir import user_dir
@@ -161,57 +163,67 @@ def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
     return row
 
 
-def collater_timing(databin: str, repeats: int = 3) -> Dict[str, Dict[str, float]]:
-    """CPU milliseconds per train batch of the syntax dataset and of fairseq's plain
-    ``LanguagePairDataset`` on the same batches: ``{"collater": {"syntax", "plain"}, "loader":
-    {"syntax", "plain"}}``, the loader being what fairseq's DataLoader does per batch
-    (``dataset[i]`` for each sentence, then the collater). The syntax collater reads the rows
-    that a dataset would read in ``__getitem__`` (the side-files'), so "loader" compares the
-    same work. Batch by batch alternating; process CPU time (robust to a loaded machine with
-    one thread); garbage collection off while timing, as in ``timeit``."""
+# The data-loading rows: what the syntax dataset loads (its task options), and whether
+# fairseq's own dataset, the row's baseline, loads alignments too.
+LOADING_ROWS = [
+    ("heads, distances, trees, alignments", ["--load-distances", "--load-tree", "--load-alignments"], True),
+    ("distances (SDAtt)", ["--load-distances"], False),
+    ("trees (Tree-to-Sequence)", ["--load-tree"], False),
+    ("alignments (supervised attention)", ["--load-alignments"], True),
+]
+
+
+@dataclass
+class LoadingRow:
+    label: str  # what the syntax dataset loads
+    alignments: bool  # fairseq's dataset loads alignments too
+    fairseq: Dict[str, float]  # CPU ms per batch: {"collater", "loader"}
+    syntax: Dict[str, float]
+
+
+def loading_timing(databin: str, repeats: int = 3) -> List[LoadingRow]:
+    """CPU milliseconds per train batch (4000 tokens) of the syntax dataset, for each of
+    :data:`LOADING_ROWS`, and of fairseq's plain ``LanguagePairDataset`` on the same batches:
+    the collater, and the DataLoader's whole work per batch ("loader": ``dataset[i]`` for each
+    sentence, then the collater; the syntax collater reads the side-file rows that a dataset
+    would read in ``__getitem__``, so "loader" compares the same work). Batch by batch
+    alternating; process CPU time (robust to a loaded machine with one thread); garbage
+    collection off while timing, as in ``timeit``."""
     import gc
 
     import fairseq_syntax  # noqa: F401
     from fairseq import tasks
 
-    datasets = {}
-    for name, syntax in (("syntax", True), ("plain", False)):
-        task = tasks.setup_task(_task_cfg(databin, syntax=syntax))
+    from fairseq_syntax.cli import training_config
+
+    def train_dataset(*options):
+        task = tasks.setup_task(training_config([databin, "--arch", "lstm", *options]).task)
         task.load_dataset("train")
-        datasets[name] = task.dataset("train")
-    batches = datasets["syntax"].batch_by_size(datasets["syntax"].ordered_indices(), max_tokens=4000)
-    seconds = {part: dict.fromkeys(datasets, 0.0) for part in ("items", "collater")}
+        return task.dataset("train")
+
+    plain = [train_dataset("--task", "translation", *(["--load-alignments"] if align else []))
+             for align in (False, True)]
+    syntax = [train_dataset("--task", "syntax_translation", *options) for _, options, _ in LOADING_ROWS]
+    timed = plain + syntax
+    batches = syntax[0].batch_by_size(syntax[0].ordered_indices(), max_tokens=4000)
+    seconds = np.zeros((len(timed), 2))  # dataset[i], collater
     for _ in range(repeats):
         gc.collect()
         gc.disable()
         try:
             for batch in batches:
-                for name, ds in datasets.items():
+                for k, ds in enumerate(timed):
                     start = time.process_time()
                     samples = [ds[i] for i in batch]
                     middle = time.process_time()
                     ds.collater(samples)
-                    seconds["items"][name] += middle - start
-                    seconds["collater"][name] += time.process_time() - middle
+                    seconds[k] += (middle - start, time.process_time() - middle)
         finally:
             gc.enable()
-    per_batch = 1000 / (repeats * len(batches))
-    return {
-        "collater": {name: per_batch * s for name, s in seconds["collater"].items()},
-        "loader": {name: per_batch * (s + seconds["items"][name])
-                   for name, s in seconds["collater"].items()},
-    }
-
-
-def _task_cfg(databin: str, syntax: bool):
-    from fairseq_syntax.cli import training_config
-
-    argv = [databin, "--task", "syntax_translation" if syntax else "translation", "--arch", "lstm"]
-    if syntax:
-        argv += ["--load-distances", "--load-tree", "--load-alignments"]
-    else:
-        argv += ["--load-alignments"]
-    return training_config(argv).task
+    ms = [{"collater": c, "loader": i + c}
+          for i, c in 1000 * seconds / (repeats * len(batches))]
+    return [LoadingRow(label, align, ms[int(align)], ms[len(plain) + k])
+            for k, (label, _, align) in enumerate(LOADING_ROWS)]
 
 
 def synthetic_databin(workdir: str) -> str:
@@ -255,17 +267,21 @@ def markdown(rows: List[Row], args) -> str:
     return "\n".join(lines) + "\n"
 
 
-def loading_markdown(collate: Dict[str, Dict[str, float]]) -> str:
-    """The data-loading table of :func:`collater_timing`, ratios to fairseq's dataset."""
+def loading_markdown(rows: List[LoadingRow]) -> str:
+    """The data-loading table of :func:`loading_timing`, ratios to fairseq's dataset."""
     lines = [
-        "| data loading, train batches of 4000 tokens (CPU ms / batch) | fairseq "
-        "LanguagePairDataset (with alignments) | syntax (heads, distances, trees, alignments) "
-        "| ratio |",
-        "| --- | ---: | ---: | ---: |",
+        "Data loading, CPU ms per train batch of 4000 tokens (fairseq's dataset / the syntax "
+        "dataset): the collater, and `dataset[i]` for each sentence then the collater.",
+        "",
+        "| syntax dataset loads | fairseq's LanguagePairDataset | collater | ratio "
+        "| `dataset[i]` + collater | ratio |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
-    for part, label in (("collater", "collater"), ("loader", "`dataset[i]` + collater")):
-        plain, syntax = collate[part]["plain"], collate[part]["syntax"]
-        lines.append(f"| {label} | {plain:.2f} | {syntax:.2f} | {syntax / plain:.2f} |")
+    for r in rows:
+        cells = [f"{r.fairseq[part]:.2f} / {r.syntax[part]:.2f} | {r.syntax[part] / r.fairseq[part]:.2f}"
+                 for part in ("collater", "loader")]
+        baseline = "with alignments" if r.alignments else "tokens only"
+        lines.append(f"| {r.label} | {baseline} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines) + "\n"
 
 
@@ -297,7 +313,7 @@ def main(argv=None):
     databin = args.data_bin or synthetic_databin(args.workdir)
     rows = [] if args.loading_only else throughput_rows(args, databin)
     tables = [markdown(rows, args)] if rows else []
-    table = "\n".join(tables + [loading_markdown(collater_timing(databin))])
+    table = "\n".join(tables + [loading_markdown(loading_timing(databin))])
     print(table)
     if args.out:
         with open(args.out, "w") as f:

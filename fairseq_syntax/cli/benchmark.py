@@ -9,9 +9,9 @@ own ``wps`` of the last training log line), peak resident memory of the training
 process, decoding sentences per second (fairseq-generate's own figure, model loading
 excluded) and target tokens per second (less sensitive than sentences/s to how long
 the barely trained models' hypotheses are), each as a ratio to ``attentional_rnn``
-measured in the same run. It also times data loading (the collater, and the DataLoader's whole work per batch) of the
-syntax dataset against fairseq's plain ``LanguagePairDataset`` on the same batches: with every
-side input, and with each mechanism's own.
+measured in the same run. It also times data loading (the collater, and the DataLoader's
+whole work per batch) of the syntax dataset against fairseq's plain ``LanguagePairDataset``
+on the same batches: with every side input, and with each mechanism's own.
 
 Without ``--data-bin`` it builds one from the embedded synthetic corpus.
 Example: ``fairseq-syntax-benchmark --workdir bench --updates 60 --out bench.md``; with
@@ -166,7 +166,8 @@ def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
 # The data-loading rows: what the syntax dataset loads (its task options), and whether
 # fairseq's own dataset, the row's baseline, loads alignments too.
 LOADING_ROWS = [
-    ("heads, distances, trees, alignments", ["--load-distances", "--load-tree", "--load-alignments"], True),
+    ("heads, distances, trees, alignments",
+     ["--load-distances", "--load-tree", "--load-alignments"], True),
     ("distances (SDAtt)", ["--load-distances"], False),
     ("trees (Tree-to-Sequence)", ["--load-tree"], False),
     ("alignments (supervised attention)", ["--load-alignments"], True),
@@ -337,6 +338,7 @@ def throughput_rows(args, databin: str) -> List[Row]:
         print(f"[{i}/{len(runs)}] {label}", file=sys.stderr, flush=True)
         rows.append(benchmark_run(label, arch, extra, args, databin, args.workdir))
     return rows
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -44,8 +44,7 @@ def _set_distances(sets: np.ndarray) -> np.ndarray:
     ancestor sets that hold the node itself, the tree path length ``depth(i) + depth(j) - 2
     depth(lca)``; chunk by chunk, the popcount of the XOR."""
     first, *rest = sets
-    dist = np.empty(first.shape + first.shape[-1:], dtype=DISTANCE_DTYPE)
-    np.bitwise_count(first[:, :, None] ^ first[:, None, :], out=dist, casting="unsafe")
+    dist = np.bitwise_count(first[:, :, None] ^ first[:, None, :]).astype(DISTANCE_DTYPE)
     for x in rest:
         dist += np.bitwise_count(x[:, :, None] ^ x[:, None, :])
     return dist

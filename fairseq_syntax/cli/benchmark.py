@@ -279,7 +279,7 @@ def loading_markdown(rows: List[LoadingRow]) -> str:
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
-        cells = [f"{r.fairseq[part]:.2f} / {r.syntax[part]:.2f} | {r.syntax[part] / r.fairseq[part]:.2f}"
+        cells = [f"{r.fairseq[part]:.2f} / {r.syntax[part]:.2f} | {ratio(r.syntax[part], r.fairseq[part])}"
                  for part in ("collater", "loader")]
         baseline = "with alignments" if r.alignments else "tokens only"
         lines.append(f"| {r.label} | {baseline} | {cells[0]} | {cells[1]} |")

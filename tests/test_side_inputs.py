@@ -97,8 +97,10 @@ def test_alignments_are_a_sample_level_target(synthetic_databin):
         "--arch", "attentional_rnn", "--criterion", "supervised_attention_cross_entropy"])
     assert task.requested_inputs == {"alignments"}
     assert set(batch["net_input"]) == PLAIN
+    # the criterion reads alignment_links: fairseq's own per-sentence copy is not built
+    assert "alignments" not in batch and "align_weights" not in batch
     links = batch["alignment_links"]
-    aligns = task.dataset("valid").align_dataset
+    aligns = task.dataset("valid").alignments
     for row, i in enumerate(batch["id"].tolist()):
         want = aligns[i].view(-1, 2)
         assert torch.equal(links[row, : len(want)], want)
@@ -106,6 +108,24 @@ def test_alignments_are_a_sample_level_target(synthetic_databin):
     model.train()
     _, _, log = criterion(model, batch)
     assert log["alignment_rows"] == int(batch["target"].ne(1).sum())
+
+
+def test_fairseqs_alignment_criterion_gets_fairseqs_alignments(synthetic_databin):
+    """No plugin reader declares the alignments of --load-alignments: fairseq's own
+    ``alignments`` (target positions offset into the flattened batch) and
+    ``align_weights`` come too."""
+    task, _, _, batch = _task(synthetic_databin, [
+        "--arch", "attentional_rnn", "--load-alignments",
+        "--criterion", "label_smoothed_cross_entropy_with_alignment"])
+    links = batch["alignment_links"]
+    real = links[..., 0].ge(0)
+    rows = real.nonzero()[:, 0]
+    offsets = torch.stack([torch.zeros_like(rows), rows * batch["target"].size(1)], dim=1)
+    assert torch.equal(batch["alignments"], links[real] + offsets)
+    # each link weighs 1 / (the links of its target position)
+    target = batch["alignments"][:, 1]
+    assert torch.equal(batch["align_weights"],
+                       1.0 / (target[:, None] == target[None, :]).sum(1).float())
 
 
 def test_a_side_file_that_the_batch_needs_must_be_given():

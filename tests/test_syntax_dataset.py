@@ -137,7 +137,7 @@ def make_dataset(n_sentences=9, seed=0, **kwargs):
         aligns.append(torch.tensor([[k % n, k % m] for k in range(rng.randint(1, 4))]).view(-1))
     ds = SyntaxLanguagePairDataset(
         src, np.array([len(s) for s in src]), d, tgt, np.array([len(t) for t in tgt]), d,
-        left_pad_source=False, align_dataset=aligns, heads=heads, words=words, tree=trees,
+        left_pad_source=False, alignments=aligns, heads=heads, words=words, tree=trees,
         inputs={"distances", "tree", "alignments"}, split="test", **kwargs,
     )
     ds.references = refs

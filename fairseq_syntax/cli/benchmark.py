@@ -163,14 +163,15 @@ def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
     return row
 
 
-# The data-loading rows: what the syntax dataset loads (its task options), and whether
-# fairseq's own dataset, the row's baseline, loads alignments too.
+# The data-loading rows: what the syntax dataset loads (the options of a run that reads
+# it: the supervised criterion reads the alignments), and whether fairseq's own dataset,
+# the row's baseline, loads alignments too.
+SUPERVISED = ["--criterion", "supervised_attention_cross_entropy"]
 LOADING_ROWS = [
-    ("heads, distances, trees, alignments",
-     ["--load-distances", "--load-tree", "--load-alignments"], True),
+    ("heads, distances, trees, alignments", ["--load-distances", "--load-tree", *SUPERVISED], True),
     ("distances (SDAtt)", ["--load-distances"], False),
     ("trees (Tree-to-Sequence)", ["--load-tree"], False),
-    ("alignments (supervised attention)", ["--load-alignments"], True),
+    ("alignments (supervised attention)", SUPERVISED, True),
 ]
 
 
@@ -197,8 +198,10 @@ def loading_timing(databin: str, repeats: int = 3) -> List[LoadingRow]:
 
     from fairseq_syntax.cli import training_config
 
-    def train_dataset(*options):
-        task = tasks.setup_task(training_config([databin, "--arch", "lstm", *options]).task)
+    def train_dataset(*options):  # built as fairseq-train builds it: criterion first
+        cfg = training_config([databin, "--arch", "lstm", *options])
+        task = tasks.setup_task(cfg.task)
+        task.build_criterion(cfg.criterion)
         task.load_dataset("train")
         return task.dataset("train")
 

@@ -17,13 +17,15 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
     * ``heads``: ``n + 1`` head indices (``-1`` for the root; DESIGN.md section 2);
     * ``words``: ``n + 1`` word indices (the word of each token, ``-1`` for eos);
     * ``tree``: the binary tree, ``2 (n - 1)`` children (or empty);
-    * ``alignment``: fairseq's own flat ``[2k]`` source-target links.
+    * ``alignments``: the flat ``[2k]`` source-target links of fairseq's align file.
 
-    The collater adds the side inputs ``inputs`` (default: those whose rows are given;
-    alignments only where fairseq found their file) as the table
+    The collater adds the side inputs ``inputs`` (default: those whose rows are given) as
+    the table
     :data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS` says (key, level, collate
     function, padding), in the batch order fairseq's collate sorted into. The source must
-    be right-padded: position ``j`` of every side tensor is source token ``j``.
+    be right-padded: position ``j`` of every side tensor is source token ``j``. fairseq's
+    own ``align_dataset`` (its per-sentence ``alignments`` and ``align_weights``, which
+    only fairseq's ``label_smoothed_cross_entropy_with_alignment`` reads) is independent.
     """
 
     def __init__(
@@ -32,6 +34,7 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
         heads=None,
         words=None,
         tree=None,
+        alignments=None,
         inputs: Optional[Iterable[str]] = None,
         split: str = "",
         **kwargs,
@@ -46,7 +49,8 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
         self.heads = heads
         self.words = words
         self.tree = tree
-        rows = {"heads": heads, "words": words, "tree": tree, "alignments": self.align_dataset}
+        self.alignments = alignments
+        rows = {"heads": heads, "words": words, "tree": tree, "alignments": alignments}
         self.side_rows = {name: row for name, row in rows.items() if row is not None}
         if inputs is None:
             inputs = self.side_rows
@@ -59,23 +63,26 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
                 f"{', '.join(missing)} side-files (fairseq_syntax/data/side_inputs.py), "
                 "which were not loaded"
             )
-        # fairseq's own (alignments) only where it found the file
+        # the alignments only where fairseq found their file
         self.inputs = frozenset(name for name in inputs
                                 if name in self.side_rows or SIDE_INPUTS[name].computed_from)
         self.split = split
         self._check_side_sizes()
 
     @classmethod
-    def from_pair_dataset(cls, pair: LanguagePairDataset, **side) -> "SyntaxLanguagePairDataset":
-        """Re-wrap the dataset fairseq's ``load_langpair_dataset`` built, adding side data."""
+    def from_pair_dataset(cls, pair: LanguagePairDataset, fairseq_alignments: bool,
+                          **side) -> "SyntaxLanguagePairDataset":
+        """Re-wrap the dataset fairseq's ``load_langpair_dataset`` built, adding side data;
+        its alignments become the ``alignments`` rows, and stay fairseq's own
+        ``align_dataset`` too only with ``fairseq_alignments``."""
         if pair.buckets is not None:
             raise ValueError("--num-batch-buckets is not supported with syntax side-files")
         return cls(
             pair.src, pair.src_sizes, pair.src_dict, pair.tgt, pair.tgt_sizes, pair.tgt_dict,
             left_pad_source=pair.left_pad_source, left_pad_target=pair.left_pad_target,
             shuffle=pair.shuffle, input_feeding=pair.input_feeding,
-            align_dataset=pair.align_dataset, eos=pair.eos,
-            pad_to_multiple=pair.pad_to_multiple, **side,
+            align_dataset=pair.align_dataset if fairseq_alignments else None, eos=pair.eos,
+            pad_to_multiple=pair.pad_to_multiple, alignments=pair.align_dataset, **side,
         )
 
     def _check_side_sizes(self):

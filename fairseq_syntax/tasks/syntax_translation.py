@@ -126,6 +126,15 @@ class SyntaxTranslationTask(TranslationTask):
                    if spec.option and getattr(self.cfg, spec.option, False)}
         return side_inputs.requested(self.declared_inputs | options)
 
+    @property
+    def fairseq_alignments(self) -> bool:
+        """Whether batches also carry fairseq's own ``alignments`` and ``align_weights``
+        (built sentence by sentence): only when alignments are loaded and no model or
+        criterion of the plugin declared them, so that fairseq's own
+        ``label_smoothed_cross_entropy_with_alignment`` may be reading them. The plugin's
+        readers take ``alignment_links``."""
+        return "alignments" in self.requested_inputs and "alignments" not in self.declared_inputs
+
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         wanted = self.requested_inputs
         for name in wanted:  # those fairseq's own dataset loads: switch its option on
@@ -149,7 +158,7 @@ class SyntaxTranslationTask(TranslationTask):
                     "missing; make the data-bin with fairseq-syntax-preprocess"
                 )
         self.datasets[split] = SyntaxLanguagePairDataset.from_pair_dataset(
-            self.datasets[split], inputs=wanted, split=split, **side,
+            self.datasets[split], self.fairseq_alignments, inputs=wanted, split=split, **side,
         )
         logger.info(f"[{split}] syntax inputs: {sorted(wanted) or 'none'}")
 

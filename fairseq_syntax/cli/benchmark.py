@@ -168,10 +168,11 @@ def benchmark_run(label, arch, extra, args, databin, workdir) -> Row:
 # the row's baseline, loads alignments too.
 SUPERVISED = ["--criterion", "supervised_attention_cross_entropy"]
 LOADING_ROWS = [
-    ("heads, distances, trees, alignments", ["--load-distances", "--load-tree", *SUPERVISED], True),
+    ("heads, distances, trees, alignments (supervised criterion)",
+     ["--load-distances", "--load-tree", *SUPERVISED], True),
     ("distances (SDAtt)", ["--load-distances"], False),
     ("trees (Tree-to-Sequence)", ["--load-tree"], False),
-    ("alignments (supervised attention)", SUPERVISED, True),
+    ("alignments (supervised criterion)", SUPERVISED, True),
 ]
 
 

@@ -12,7 +12,7 @@ import textwrap
 SCRIPT = textwrap.dedent("""
     import torch
     from fairseq.data.iterators import BufferedIterator
-    {plugin}
+    import fairseq_syntax.prefetch_threads
 
     class SlowBatches:
         def __len__(self):
@@ -31,13 +31,8 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def run(plugin: str):
-    return subprocess.run([sys.executable, "-c", SCRIPT.format(plugin=plugin)],
-                          capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
-
-
 def test_the_plugin_lets_the_process_exit_cleanly_with_a_prefetch_thread_in_a_torch_op():
-    proc = run("import fairseq_syntax.prefetch_threads")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout == "exiting\n"

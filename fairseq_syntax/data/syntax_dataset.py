@@ -19,10 +19,9 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
     * ``tree``: the binary tree, ``2 (n - 1)`` children (or empty);
     * ``alignments``: the flat ``[2k]`` source-target links of fairseq's align file.
 
-    The collater adds the side inputs ``inputs`` (default: those whose rows are given) as
-    the table
-    :data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS` says (key, level, collate
-    function, padding), in the batch order fairseq's collate sorted into. The source must
+    The collater adds the side inputs ``inputs`` (default: those whose rows are given)
+    as the table :data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS` says (key, level,
+    collate function, padding), in the batch order fairseq's collate sorted into. The source must
     be right-padded: position ``j`` of every side tensor is source token ``j``. fairseq's
     own ``align_dataset`` (its per-sentence ``alignments`` and ``align_weights``, which
     only fairseq's ``label_smoothed_cross_entropy_with_alignment`` reads) is independent.

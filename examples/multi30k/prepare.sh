@@ -4,7 +4,8 @@
 #
 #   bash examples/multi30k/prepare.sh [--from DIR] [--dest DIR] [--workers N] [--vocab-size N]
 #
-#   --from DIR     copy the raw files (train/val/test_2016_flickr .en/.de, plain or .gz)
+#   --from DIR     copy the raw files (train, val and the three test sets test_2016_flickr,
+#                  test_2017_flickr, test_2018_flickr; .en/.de, plain or .gz)
 #                  from DIR, e.g. ../shared/data/multi30k, instead of downloading them
 #   --dest DIR     where everything goes (default: data/multi30k): raw/, tok/, data-bin/
 #   --workers N    parser worker processes, sentencepiece and binariser threads (default 2)
@@ -12,7 +13,8 @@
 #
 # Without --from the raw files are downloaded from their public origin, the Multi30k
 # repository on GitHub (commit a3d2e0d, data/task1/raw/*.gz):
-#   https://github.com/multi30k/dataset/raw/a3d2e0d/data/task1/raw/{train,val,test_2016_flickr}.{en,de}.gz
+#   https://github.com/multi30k/dataset/raw/a3d2e0d/data/task1/raw/SPLIT.{en,de}.gz
+#   for SPLIT in train val test_2016_flickr test_2017_flickr test_2018_flickr
 # (MULTI30K_URL overrides the folder URL). Terms: research and educational use
 # (Flickr30K); cite Elliott et al. (2016), "Multi30K: Multilingual English-German Image
 # Descriptions".
@@ -34,12 +36,14 @@ while [ $# -gt 0 ]; do
     --dest) DEST=$2; shift 2 ;;
     --workers) WORKERS=$2; shift 2 ;;
     --vocab-size) VOCAB=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "prepare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-SPLITS="train val test_2016_flickr"
-declare -A LINES=([train]=29000 [val]=1014 [test_2016_flickr]=1000)
+TESTS="test_2016_flickr test_2017_flickr test_2018_flickr"  # data-bin subsets test, test1, test2
+SPLITS="train val $TESTS"
+declare -A LINES=([train]=29000 [val]=1014 [test_2016_flickr]=1000 [test_2017_flickr]=1000
+                  [test_2018_flickr]=1071)
 RAW=$DEST/raw TOK=$DEST/tok BIN=$DEST/data-bin
 mkdir -p "$RAW" "$TOK"
 
@@ -82,7 +86,7 @@ done
 
 echo "== 3. parse English, sentencepiece, eflomal (train + val), fairseq binaries -> $BIN"
 fairseq-syntax-preprocess -s en -t de \
-  --trainpref "$TOK/train" --validpref "$TOK/val" --testpref "$TOK/test_2016_flickr" \
+  --trainpref "$TOK/train" --validpref "$TOK/val" --testpref "$TOK/test_2016_flickr,$TOK/test_2017_flickr,$TOK/test_2018_flickr" \
   --parser "$PARSER" --source-tokenization parser --align eflomal \
   --workers "$WORKERS" --vocab-size "$VOCAB" --destdir "$BIN" --force
 echo "done: $BIN (parses cached in $TOK/*.en.conllu; glue table for detokenising German: $TOK/glue.de.json)"

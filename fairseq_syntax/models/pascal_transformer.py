@@ -18,14 +18,15 @@ architecture                        sizes
 ==================================  =========================================
 """
 from fairseq.models import register_model, register_model_architecture
-from fairseq.utils import safe_getattr
 
 from fairseq_syntax.models.syntax_transformer import (
     SyntaxTransformerModel,
+    option,
     syntax_transformer,
     syntax_transformer_iwslt_de_en,
     syntax_transformer_tiny,
 )
+from fairseq_syntax.modules.chosen_layers import parse_layers
 from fairseq_syntax.modules.parent_scaled_attention import ParentScaledEncoder
 
 
@@ -59,32 +60,21 @@ class PascalTransformerModel(SyntaxTransformerModel):
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
-        layers = safe_getattr(cfg, "pascal_layers", None)
-        if layers is not None:
-            try:
-                layers = [int(x) for x in str(layers).split(",") if x.strip()]
-            except ValueError:
-                raise ValueError(f"--pascal-layers {cfg.pascal_layers!r}: give comma-separated "
-                                 "encoder layer numbers, e.g. 0,1,2") from None
+        layers = parse_layers(cfg, "pascal_layers", "encoder")
         return ParentScaledEncoder(
             cfg, src_dict, embed_tokens, pascal_layers=layers,
-            pascal_heads=_option(cfg, "pascal_heads", 1),
-            sigma=_option(cfg, "pascal_sigma", 1.0),
-            parent_ignoring=_option(cfg, "parent_ignoring", 0.0),
+            pascal_heads=option(cfg, "pascal_heads", 1),
+            sigma=option(cfg, "pascal_sigma", 1.0),
+            parent_ignoring=option(cfg, "parent_ignoring", 0.0),
             side_input_keys=cls.side_input_keys(cfg),
         )
 
 
-def _option(cfg, name, default):
-    value = safe_getattr(cfg, name, None)
-    return default if value is None else value
-
-
 def _pascal_defaults(args):
-    args.pascal_heads = _option(args, "pascal_heads", 1)
-    args.pascal_layers = _option(args, "pascal_layers", None)
-    args.pascal_sigma = _option(args, "pascal_sigma", 1.0)
-    args.parent_ignoring = _option(args, "parent_ignoring", 0.0)
+    args.pascal_heads = option(args, "pascal_heads", 1)
+    args.pascal_layers = option(args, "pascal_layers", None)
+    args.pascal_sigma = option(args, "pascal_sigma", 1.0)
+    args.parent_ignoring = option(args, "parent_ignoring", 0.0)
 
 
 @register_model_architecture("pascal_transformer", "pascal_transformer")

@@ -19,10 +19,12 @@ from fairseq.utils import safe_getattr
 
 from fairseq_syntax.models.syntax_transformer import (
     SyntaxTransformerModel,
+    option,
     syntax_transformer,
     syntax_transformer_iwslt_de_en,
     syntax_transformer_tiny,
 )
+from fairseq_syntax.modules.chosen_layers import parse_layers
 from fairseq_syntax.modules.structured_attention import ARC_SCORE_CLAMP
 from fairseq_syntax.modules.tree_marginal_attention import TreeMarginalEncoder
 
@@ -51,29 +53,18 @@ class SATransformerModel(SyntaxTransformerModel):
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
-        layers = safe_getattr(cfg, "sa_layers", None)
-        if layers is not None:
-            try:
-                layers = [int(x) for x in str(layers).split(",") if x.strip()]
-            except ValueError:
-                raise ValueError(f"--sa-layers {cfg.sa_layers!r}: give comma-separated "
-                                 "encoder layer numbers, e.g. 0,1,2") from None
+        layers = parse_layers(cfg, "sa_layers", "encoder")
         return TreeMarginalEncoder(cfg, src_dict, embed_tokens, tree_layers=layers,
-                                   tree_heads=_option(cfg, "sa_heads", 1),
+                                   tree_heads=option(cfg, "sa_heads", 1),
                                    arc_score_clamp=(ARC_SCORE_CLAMP if safe_getattr(
                                        cfg, "sa_arc_score_clamp", False) else None),
                                    side_input_keys=cls.side_input_keys(cfg))
 
 
-def _option(cfg, name, default):
-    value = safe_getattr(cfg, name, None)
-    return default if value is None else value
-
-
 def _sa_defaults(args):
-    args.sa_heads = _option(args, "sa_heads", 1)
-    args.sa_layers = _option(args, "sa_layers", None)
-    args.sa_arc_score_clamp = _option(args, "sa_arc_score_clamp", False)
+    args.sa_heads = option(args, "sa_heads", 1)
+    args.sa_layers = option(args, "sa_layers", None)
+    args.sa_arc_score_clamp = option(args, "sa_arc_score_clamp", False)
 
 
 @register_model_architecture("sa_transformer", "sa_transformer")

@@ -32,10 +32,12 @@ from fairseq.utils import safe_getattr
 from fairseq_syntax.data.tree_tensors import EOS_DISTANCE
 from fairseq_syntax.models.syntax_transformer import (
     SyntaxTransformerModel,
+    option,
     syntax_transformer,
     syntax_transformer_iwslt_de_en,
     syntax_transformer_tiny,
 )
+from fairseq_syntax.modules.chosen_layers import parse_layers
 from fairseq_syntax.modules.syntax_distance_cross_attention import SyntaxDistanceDecoder
 
 SDATT_CONTEXTS = ("single", "double")
@@ -79,20 +81,14 @@ class SDAttTransformerModel(SyntaxTransformerModel):
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
-        layers = safe_getattr(cfg, "sdatt_layers", None)
-        if layers is not None:
-            try:
-                layers = [int(x) for x in str(layers).split(",") if x.strip()]
-            except ValueError:
-                raise ValueError(f"--sdatt-layers {cfg.sdatt_layers!r}: give comma-separated "
-                                 "decoder layer numbers, e.g. 0,1,2") from None
-        context = _option(cfg, "sdatt_context", "single")
+        layers = parse_layers(cfg, "sdatt_layers", "decoder")
+        context = option(cfg, "sdatt_context", "single")
         if context not in SDATT_CONTEXTS:
             raise ValueError(f"--sdatt-context {context!r}: give one of {', '.join(SDATT_CONTEXTS)}")
         return SyntaxDistanceDecoder(
             cfg, tgt_dict, embed_tokens, sdatt_layers=layers,
             sdatt_heads=safe_getattr(cfg, "sdatt_heads", None),
-            max_distance=_option(cfg, "sdatt_distance", 4.0),
+            max_distance=option(cfg, "sdatt_distance", 4.0),
             sigma=safe_getattr(cfg, "sdatt_sigma", None),
             double_context=context == "double",
             no_encoder_attn=cfg.no_cross_attention,
@@ -102,17 +98,12 @@ class SDAttTransformerModel(SyntaxTransformerModel):
         )
 
 
-def _option(cfg, name, default):
-    value = safe_getattr(cfg, name, None)
-    return default if value is None else value
-
-
 def _sdatt_defaults(args, context):
-    args.sdatt_heads = _option(args, "sdatt_heads", None)
-    args.sdatt_layers = _option(args, "sdatt_layers", None)
-    args.sdatt_distance = _option(args, "sdatt_distance", 4.0)
-    args.sdatt_sigma = _option(args, "sdatt_sigma", None)
-    args.sdatt_context = _option(args, "sdatt_context", context)
+    args.sdatt_heads = option(args, "sdatt_heads", None)
+    args.sdatt_layers = option(args, "sdatt_layers", None)
+    args.sdatt_distance = option(args, "sdatt_distance", 4.0)
+    args.sdatt_sigma = option(args, "sdatt_sigma", None)
+    args.sdatt_context = option(args, "sdatt_context", context)
 
 
 @register_model_architecture("sdatt_transformer", "sdatt_transformer")

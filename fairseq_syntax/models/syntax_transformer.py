@@ -92,6 +92,12 @@ class SyntaxTransformerModel(TransformerModel):
         )
 
 
+def option(cfg, name, default):
+    """``cfg.name``, or ``default`` when it is unset or None (an architecture's options)."""
+    value = safe_getattr(cfg, name, None)
+    return default if value is None else value
+
+
 @register_model_architecture("syntax_transformer", "syntax_transformer")
 def syntax_transformer(args):
     args.alignment_layer = safe_getattr(args, "alignment_layer", None)

@@ -15,13 +15,12 @@ import math
 from typing import Optional
 
 import torch
-from fairseq.distributed import fsdp_wrap
 from fairseq.modules import MultiheadAttention
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor
 
 from fairseq_syntax.syntax.side_values import EOS_WORD, WORD_PAD
+from fairseq_syntax.modules.chosen_layers import ChosenLayers, wrap_layer
 from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
 
 
@@ -118,22 +117,13 @@ class ParentScaledEncoder(SyntaxTransformerEncoder):
     def __init__(self, cfg, dictionary, embed_tokens, pascal_layers, pascal_heads: int,
                  sigma: float, parent_ignoring: float, **kwargs):
         layers = cfg.encoder.layers
-        chosen = range(layers) if pascal_layers is None else pascal_layers
-        bad = [i for i in chosen if not 0 <= i < layers]
-        if bad:
-            raise ValueError(f"--pascal-layers {bad}: the encoder has {layers} layers "
-                             f"(0 .. {layers - 1})")
-        self.pascal_layers = frozenset(chosen)
+        self.pascal_layers = ChosenLayers(
+            "--pascal-layers", range(layers) if pascal_layers is None else pascal_layers,
+            layers, "encoder")
         self.pascal_options = (pascal_heads, sigma, parent_ignoring)
-        self.layers_built = 0
         super().__init__(cfg, dictionary, embed_tokens, **kwargs)
 
     def build_encoder_layer(self, cfg):
-        index, self.layers_built = self.layers_built, self.layers_built + 1
-        if index not in self.pascal_layers:
+        if not self.pascal_layers.next_is_chosen():
             return super().build_encoder_layer(cfg)
-        layer = ParentScaledEncoderLayer(cfg, *self.pascal_options)
-        if cfg.checkpoint_activations:  # as fairseq's build_encoder_layer
-            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
-        return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap
-                         if not cfg.checkpoint_activations else 0)
+        return wrap_layer(ParentScaledEncoderLayer(cfg, *self.pascal_options), cfg)

@@ -19,12 +19,11 @@ from typing import Dict, Optional, Tuple
 import torch
 import torch.nn as nn
 from fairseq import utils
-from fairseq.distributed import fsdp_wrap
 from fairseq.modules import MultiheadAttention
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
+from fairseq_syntax.modules.chosen_layers import ChosenLayers, wrap_layer
 from fairseq_syntax.modules.local_attention import distance_rows
 from fairseq_syntax.syntax.side_values import EOS_DISTANCE, PAD_DISTANCE
 from fairseq_syntax.modules.transformer_decoder import SyntaxTransformerDecoder
@@ -230,27 +229,19 @@ class SyntaxDistanceDecoder(SyntaxTransformerDecoder):
     def __init__(self, cfg, dictionary, embed_tokens, sdatt_layers, sdatt_heads: Optional[int],
                  max_distance: float, sigma: Optional[float], double_context: bool, **kwargs):
         layers = cfg.decoder.layers
-        chosen = range(layers) if sdatt_layers is None else sdatt_layers
-        bad = [i for i in chosen if not 0 <= i < layers]
-        if bad:
-            raise ValueError(f"--sdatt-layers {bad}: the decoder has {layers} layers "
-                             f"(0 .. {layers - 1})")
-        self.sdatt_layers = frozenset(chosen)
+        self.sdatt_layers = ChosenLayers(
+            "--sdatt-layers", range(layers) if sdatt_layers is None else sdatt_layers,
+            layers, "decoder")
         self.sdatt_options = dict(
             sdatt_heads=cfg.decoder.attention_heads if sdatt_heads is None else sdatt_heads,
             max_distance=max_distance,
             sigma=max_distance / 2.0 if sigma is None else sigma,
             double_context=double_context,
         )
-        self.layers_built = 0
         super().__init__(cfg, dictionary, embed_tokens, **kwargs)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
-        index, self.layers_built = self.layers_built, self.layers_built + 1
-        if index not in self.sdatt_layers:
+        if not self.sdatt_layers.next_is_chosen():
             return super().build_decoder_layer(cfg, no_encoder_attn)
-        layer = SyntaxDistanceDecoderLayer(cfg, no_encoder_attn, **self.sdatt_options)
-        if cfg.checkpoint_activations:  # as fairseq's build_decoder_layer
-            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
-        return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap
-                         if not cfg.checkpoint_activations else 0)
+        return wrap_layer(SyntaxDistanceDecoderLayer(cfg, no_encoder_attn, **self.sdatt_options),
+                          cfg)

@@ -19,12 +19,11 @@ from typing import Dict, Optional, Tuple
 import torch
 import torch.nn as nn
 from fairseq import utils
-from fairseq.distributed import fsdp_wrap
 from fairseq.modules import MultiheadAttention
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import Tensor
 
+from fairseq_syntax.modules.chosen_layers import ChosenLayers, wrap_layer
 from fairseq_syntax.modules.matrix_tree import dependency_marginals
 from fairseq_syntax.modules.structured_attention import head_weights, word_mask
 from fairseq_syntax.modules.transformer_encoder import SyntaxTransformerEncoder
@@ -147,27 +146,19 @@ class TreeMarginalEncoder(SyntaxTransformerEncoder):
     def __init__(self, cfg, dictionary, embed_tokens, tree_layers, tree_heads: int,
                  arc_score_clamp: Optional[Tuple[float, float]] = None, **kwargs):
         layers = cfg.encoder.layers
-        chosen = [layers - 1] if tree_layers is None else list(tree_layers)
-        bad = [i for i in chosen if not 0 <= i < layers]
-        if bad or not chosen:
-            raise ValueError(f"--sa-layers {bad or chosen}: the encoder has {layers} layers "
-                             f"(0 .. {layers - 1}); give one or more of them")
-        self.tree_layers = frozenset(chosen)
+        self.tree_layers = ChosenLayers(
+            "--sa-layers", [layers - 1] if tree_layers is None else tree_layers, layers,
+            "encoder", required=True)
         self.tree_heads = tree_heads
         self.arc_score_clamp = arc_score_clamp
-        self.layers_built = 0
         super().__init__(cfg, dictionary, embed_tokens, **kwargs)
-        self.tree_attention = [self.layers[i].self_attn for i in sorted(self.tree_layers)]
+        self.tree_attention = [self.layers[i].self_attn for i in sorted(self.tree_layers.indices)]
 
     def build_encoder_layer(self, cfg):
-        index, self.layers_built = self.layers_built, self.layers_built + 1
-        if index not in self.tree_layers:
+        if not self.tree_layers.next_is_chosen():
             return super().build_encoder_layer(cfg)
-        layer = TreeMarginalEncoderLayer(cfg, self.tree_heads, self.arc_score_clamp)
-        if cfg.checkpoint_activations:  # as fairseq's build_encoder_layer
-            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
-        return fsdp_wrap(layer, min_num_params=cfg.min_params_to_wrap
-                         if not cfg.checkpoint_activations else 0)
+        return wrap_layer(TreeMarginalEncoderLayer(cfg, self.tree_heads, self.arc_score_clamp),
+                          cfg)
 
     def forward(self, src_tokens, src_lengths: Optional[Tensor] = None,
                 return_all_hiddens: bool = False, token_embeddings: Optional[Tensor] = None,

@@ -77,3 +77,61 @@ def test_generate_refuses_a_pickled_callable_with_the_safe_loader_switched_off(
     assert "Unsupported global: GLOBAL io.open" in proc.stderr, proc.stderr[-3000:]
     assert "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set, but fairseq-syntax still loads" in (
         proc.stdout + proc.stderr)
+
+
+# ------------------------------------------------------------------ 2. moved data-bin's advice
+
+
+def test_rebuild_advice_of_a_moved_data_bin_names_the_data_bin_read(databin, synthetic_databin):
+    """The copy's manifest records the command that wrote the original folder: following
+    the advice must rebuild the copy, never replace the folder recorded."""
+    from fairseq_syntax.data.side_files import check_format_version
+
+    _edit_manifest(databin, lambda m: m.update(format_version=1))
+    recorded = json.loads((databin / "syntax_manifest.json").read_text())["command"]
+    assert recorded["argv"][recorded["argv"].index("--destdir") + 1] == str(synthetic_databin)
+    with pytest.raises(ValueError) as err:
+        check_format_version(str(databin))
+    message = str(err.value)
+    assert message.startswith(f"{databin}/syntax_manifest.json: the syntax side-files are "
+                              "format 1")
+    command = message.splitlines()[-1].strip()
+    assert command.startswith(f"cd {recorded['cwd']} && {PROG} ")
+    argv = shlex.split(command.split(" && ", 1)[1])
+    destdirs = [argv[i + 1] for i, a in enumerate(argv) if a == "--destdir"]
+    assert destdirs == [str(databin)]
+    assert not any(a.startswith("--destdir=") for a in argv)
+    assert str(synthetic_databin) not in message
+
+
+# ------------------------------------------------------------------ 6. damaged manifest
+
+
+@pytest.mark.parametrize("content, line, says", [
+    ('{"format_version": 2, "command": {"argv": ["fairseq-syn', 1,
+     "not valid JSON at column 44 (Unterminated string starting at): cut short or edited"),
+    ('{\n  "format_version": 2,\n', 3,
+     "not valid JSON at column 1 (Expecting property name enclosed in double quotes): "
+     "cut short or edited"),
+    ("[2]", None, "holds an array, where a manifest is a JSON object"),
+    ('"format 2"', None, "holds a string, where a manifest is a JSON object"),
+])
+def test_damaged_manifest_names_the_file_and_what_to_do(databin, content, line, says):
+    (databin / "syntax_manifest.json").write_text(content, encoding="utf-8")
+    task = _setup_task(databin)
+    with pytest.raises(ValueError) as err:
+        task.load_dataset("valid")
+    where = f"{databin}/syntax_manifest.json:" + (f"{line}:" if line else "")
+    assert _one_line(err) == (f"{where} {says}; rebuild the data-bin with {PROG} (the command "
+                              "that made it is lost with the manifest)")
+
+
+def test_format_version_as_a_string_is_named_as_such(databin):
+    _edit_manifest(databin, lambda m: m.update(format_version="2"))
+    task = _setup_task(databin)
+    with pytest.raises(ValueError) as err:
+        task.load_dataset("valid")
+    assert _one_line(err) == (
+        f'{databin}/syntax_manifest.json: format_version is "2", not a whole number such as 2: '
+        f"the manifest was edited or damaged; rebuild the data-bin with {PROG} (its "
+        "syntax_manifest.json records the command)")

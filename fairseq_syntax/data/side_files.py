@@ -1,4 +1,4 @@
-"""Syntax side-files in fairseq's indexed-dataset format (DESIGN.md section 2).
+"""Syntax side-files in fairseq's indexed-dataset format (docs/design.md §3.1).
 
 Next to fairseq's ``{split}.{src}-{tgt}.{lang}.bin/.idx`` the data-bin holds
 
@@ -94,6 +94,7 @@ def batch_rows(rows, ids: np.ndarray) -> BatchRows:
 
 
 _REBUILD = f"rebuild the data-bin with {PREPROCESS} (its {MANIFEST} records the command)"
+_REMAKE = f"rebuild the data-bin with {PREPROCESS} (the command that made it is lost with the manifest)"
 _INDEX_MAGIC = b"MMIDIDX\x00\x00"
 _INDEX_HEADER = 26  # magic 9 bytes, version <Q, dtype code <B, sentence count <Q
 _INT32_CODE = 4  # fairseq's indexed_dataset dtype code of np.int32
@@ -224,22 +225,55 @@ def check_side_values(kind: str, values: np.ndarray, sizes: np.ndarray, path: st
 
 
 def read_manifest(data_dir: str) -> dict:
-    """The data-bin's ``syntax_manifest.json`` ({} when it has none)."""
+    """The data-bin's ``syntax_manifest.json`` ({} when it has none); one that is not a
+    JSON object (cut short, not JSON, a list) is a :class:`SyntaxInputError`."""
     path = os.path.join(data_dir, MANIFEST)
     if not os.path.exists(path):
         return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except UnicodeDecodeError as err:
+        raise SyntaxInputError(f"not UTF-8 (byte {err.start}); {_REMAKE}", path) from None
+    except json.JSONDecodeError as err:
+        raise SyntaxInputError(f"not valid JSON at column {err.colno} ({err.msg}): cut short "
+                               f"or edited; {_REMAKE}", path, err.lineno) from None
+    if not isinstance(manifest, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null",
+                int: "a number", float: "a number"}[type(manifest)]
+        raise SyntaxInputError(f"holds {kind}, where a manifest is a JSON object; {_REMAKE}",
+                               path)
+    return manifest
+
+
+def _with_destdir(argv: list, data_dir: str) -> list:
+    """``argv`` with every ``--destdir`` replaced by ``data_dir``: the recorded command
+    names the folder it wrote, which need not be the data-bin read now (it may have been
+    moved, and another folder may live at the old path); one ``--destdir`` is added when
+    none is recorded."""
+    out, i, found = [], 0, False
+    while i < len(argv):
+        if argv[i] == "--destdir":
+            out += ["--destdir", data_dir]
+            i, found = i + 2, True
+        elif argv[i].startswith("--destdir="):
+            out.append(f"--destdir={data_dir}")
+            i, found = i + 1, True
+        else:
+            out.append(argv[i])
+            i += 1
+    return out if found else out + ["--destdir", data_dir]
 
 
 def rebuild_command(data_dir: str, manifest: dict) -> str:
     """The ``fairseq-syntax-preprocess`` command line that rebuilds a data-bin from the
-    inputs its manifest records: the command itself when recorded (format 2 on), else
+    inputs its manifest records: the command itself when recorded (format 2 on; its
+    ``--destdir`` replaced by ``data_dir``, the data-bin read now), else
     assembled from the recorded files, parser, alignments and the data-bin's own
     ``spm.model`` (so the subword tokens stay the same)."""
     recorded = manifest.get("command") or {}
     if recorded.get("argv"):
-        argv = list(recorded["argv"])
+        argv = _with_destdir(list(recorded["argv"]), os.path.abspath(data_dir))
         if "--force" not in argv:
             argv.append("--force")
         cwd = recorded.get("cwd")
@@ -302,13 +336,18 @@ def check_format_version(data_dir: str, manifest: Optional[dict] = None) -> dict
             f"make the data-bin with {PREPROCESS}"
         )
     version = manifest.get("format_version")
+    if type(version) is not int:
+        raise SyntaxInputError(
+            f"format_version is {json.dumps(version)}, not a whole number such as "
+            f"{FORMAT_VERSION}: the manifest was edited or damaged; {_REBUILD}",
+            os.path.join(data_dir, MANIFEST))
     if version != FORMAT_VERSION:
         what = {1: " (distances and binary trees over subword pieces)"}.get(version, "")
         raise ValueError(
             f"{os.path.join(data_dir, MANIFEST)}: the syntax side-files are format "
             f"{version}{what}, this code reads format {FORMAT_VERSION} (distances between "
-            "words, binary trees over words with each word's pieces below it; DESIGN.md "
-            f"section 2). Rebuild the data-bin (and retrain models trained on it):\n  "
+            "words, binary trees over words with each word's pieces below it; docs/design.md "
+            f"§3). Rebuild the data-bin (and retrain models trained on it):\n  "
             f"{rebuild_command(data_dir, manifest)}"
         )
     return manifest

@@ -136,9 +136,13 @@ def get_parser() -> argparse.ArgumentParser:
                              "sentencepiece training threads when nothing is parsed (beside "
                              "the parser it trains with one thread) (default: %(default)s)")
     parser.add_argument("--force", action="store_true",
-                        help="replace an existing non-empty --destdir (the old folder stays "
-                             "untouched until the new one is complete); refused when it holds "
-                             "the inputs or the current folder")
+                        help="replace an existing non-empty --destdir that is a data-bin "
+                             "(holds syntax_manifest.json; the old folder stays untouched "
+                             "until the new one is complete); refused when it holds the "
+                             "inputs or the current folder")
+    parser.add_argument("--force-non-data-bin", action="store_true",
+                        help="with --force: also replace a --destdir that is not a data-bin "
+                             "(no syntax_manifest.json), deleting everything in it")
     return parser
 
 
@@ -166,6 +170,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error("--parse-cache needs --parser")
     if args.parse_batch_size < 1:
         parser.error("--parse-batch-size must be at least 1")
+    if args.force_non_data_bin and not args.force:
+        parser.error("--force-non-data-bin needs --force")
     if args.source_tokenization == "parser" and not args.parser:
         parser.error("--source-tokenization parser needs --parser")
     if argv is None:  # run as a program: log to stdout like fairseq's own commands

@@ -39,7 +39,8 @@ def run(args) -> None:
         splits = [load_split(f, align_required=(f.name == "train"),
                              read_parse=not getattr(args, "parser", None)) for f in files]
         parsing = Parsing.of(args, splits)  # the cached parses are taken here
-        with Staging(args.destdir, stop) as folders, parsing:
+        with Staging(args.destdir, stop, args.force,
+                     getattr(args, "force_non_data_bin", False)) as folders, parsing:
             parsing.start()
             if parsing.concurrent:
                 logger.info("subwords, fairseq binaries%s: while the parser's workers parse",

@@ -1,6 +1,8 @@
 """Stage 4 of preprocessing: the ``heads``/``words``/``tree`` side-files and
 ``syntax_manifest.json``; the checks on ``--destdir``, and the move of the staging
-folder into place (with ``--force``, replacing the old folder only at this last step)."""
+folder into place (with ``--force``, replacing the old folder only at this last step; a
+folder that appeared meanwhile is never replaced without ``--force``)."""
+import errno
 import json
 import os
 import shutil
@@ -175,10 +177,29 @@ def _inside(path: str, folder: str) -> bool:
     return os.path.commonpath([path, folder]) == folder
 
 
-def check_destdir(destdir: str, force: bool, inputs: Sequence[str] = ()) -> None:
+def _is_data_bin(path: str) -> bool:
+    """Whether ``path`` is a folder with a ``syntax_manifest.json`` (a data-bin)."""
+    from fairseq_syntax.data.side_files import MANIFEST
+
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, MANIFEST))
+
+
+def _not_a_data_bin(destdir: str, when: str = "") -> SyntaxInputError:
+    return SyntaxInputError(
+        f"--destdir{when} is not a data-bin (it holds no syntax_manifest.json), and --force "
+        f"replaces only a data-bin: give another --destdir, or add {FORCE_ANY} to delete the "
+        "folder and everything in it", destdir)
+
+
+FORCE_ANY = "--force-non-data-bin"
+
+
+def check_destdir(destdir: str, force: bool, inputs: Sequence[str] = (),
+                  any_folder: bool = False) -> None:
     """Refuse a destdir that is a file, the current folder or one above it (it cannot be
     replaced while in use), a folder holding any of ``inputs`` (replacing it would delete
-    them), or a non-empty folder without ``--force``."""
+    them), a non-empty folder without ``--force``, or with ``--force`` a non-empty folder
+    that is not a data-bin unless ``any_folder`` (``--force-non-data-bin``)."""
     if os.path.lexists(destdir) and not os.path.isdir(destdir):
         raise SyntaxInputError("--destdir exists and is not a folder", destdir)
     if not os.path.isdir(destdir):
@@ -196,18 +217,37 @@ def check_destdir(destdir: str, force: bool, inputs: Sequence[str] = ()) -> None
         raise SyntaxInputError(
             "--destdir exists and is not empty; use --force to replace it", destdir
         )
+    if _is_nonempty_dir(destdir) and not any_folder and not _is_data_bin(destdir):
+        raise _not_a_data_bin(destdir)
 
 
-def install(staging: str, destdir: str) -> None:
-    """Move ``staging`` to ``destdir``; an existing ``destdir`` is replaced only now."""
-    if not os.path.lexists(destdir):
-        os.rename(staging, destdir)
+_TAKEN = (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR)
+
+
+def install(staging: str, destdir: str, force: bool = False, any_folder: bool = False) -> None:
+    """Move ``staging`` to ``destdir`` with one rename, which fails rather than replace a
+    non-empty folder or a file that appeared meanwhile (another run, a user). With
+    ``force`` such a ``destdir`` is replaced, only now, and only if it is a data-bin (or
+    ``any_folder``): it is moved aside first, checked, and put back if refused."""
+    try:
+        os.rename(staging, destdir)  # onto nothing, or an empty folder
         return
+    except OSError as err:
+        if err.errno not in _TAKEN:
+            raise
+        if not force:
+            raise SyntaxInputError(
+                "--destdir appeared during the run (another run, or someone wrote it) and is "
+                "not empty; it was left as it is and nothing was written: use --force to "
+                "replace it, or give another --destdir", destdir) from None
     parent = os.path.dirname(os.path.abspath(destdir))
     trash = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.old-", dir=parent)
     old = os.path.join(trash, "old")
     try:
         os.rename(destdir, old)
+        if not any_folder and not _is_data_bin(old):
+            os.rename(old, destdir)
+            raise _not_a_data_bin(destdir, " (as it is now, written during the run)")
         try:
             os.rename(staging, destdir)
         except BaseException:
@@ -225,7 +265,8 @@ def check_inputs(args, files: Sequence[SplitFiles]) -> None:
     inputs = [path for f in files for path in (f.source, f.target, f.parse, f.align, f.ptb) if path]
     if getattr(args, "parse_cache", None):
         inputs.append(args.parse_cache)
-    check_destdir(os.path.normpath(args.destdir), args.force, inputs)
+    check_destdir(os.path.normpath(args.destdir), args.force, inputs,
+                  getattr(args, "force_non_data_bin", False))
     if args.spm_model is not None and not os.path.isfile(args.spm_model):
         raise SyntaxInputError("sentencepiece model (--spm-model) not found", args.spm_model)
 
@@ -268,8 +309,10 @@ class Staging:
     :meth:`install` moved the staging folder into place. Meanwhile temporary files (those
     eflomal makes) go into the work folder, so that they go with it."""
 
-    def __init__(self, destdir: str, stop: StopOnSignals):
+    def __init__(self, destdir: str, stop: StopOnSignals, force: bool = False,
+                 any_folder: bool = False):
         self.destdir, self.stop = os.path.normpath(destdir), stop
+        self.force, self.any_folder = force, any_folder
         self.staging = self.work = None
         self.installed = False
         self._tempdir = tempfile.tempdir
@@ -292,7 +335,7 @@ class Staging:
         """Move the staging folder into place; once there, the run has succeeded and a
         late signal is dropped."""
         with self.stop.held():
-            install(self.staging, self.destdir)
+            install(self.staging, self.destdir, self.force, self.any_folder)
             self.installed = self.stop.done = True
 
     def __exit__(self, *exc) -> bool:

@@ -135,3 +135,104 @@ def test_format_version_as_a_string_is_named_as_such(databin):
         f'{databin}/syntax_manifest.json: format_version is "2", not a whole number such as 2: '
         f"the manifest was edited or damaged; rebuild the data-bin with {PROG} (its "
         "syntax_manifest.json records the command)")
+
+
+# ------------------------------------------------------------------ 3, 7. --destdir and --force
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A tiny synthetic corpus (text, CoNLL-U parses, alignments, PTB parses)."""
+    from fairseq_syntax.data.synthetic_corpus import generate_corpus
+
+    out = tmp_path_factory.mktemp("hostile_corpus_more")
+    generate_corpus(str(out), seed=5, train=60, valid=8, test=0, gen=0)
+    return out
+
+
+def _preprocess_args(raw, dest, *extra):
+    return ["--source-lang", "en", "--target-lang", "vf", "--trainpref", f"{raw}/train",
+            "--validpref", f"{raw}/valid", "--align-suffix", "align", "--vocab-size", "60",
+            "--destdir", str(dest), *extra]
+
+
+def _run_in_process(argv, capsys):
+    """``main(argv)``; returns (exit code, stderr)."""
+    from fairseq_syntax_preprocess.cli import main
+
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as err:
+        code = err.code
+    return code, capsys.readouterr().err
+
+
+def _appear_during_the_run(monkeypatch, folder, files):
+    """Make ``folder`` (holding ``files``) appear while the run writes its side-files."""
+    from fairseq_syntax_preprocess import pipeline
+
+    write = pipeline.write_side_files
+
+    def write_then_appear(*args, **kwargs):
+        write(*args, **kwargs)
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
+
+    monkeypatch.setattr(pipeline, "write_side_files", write_then_appear)
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_a_destdir_that_appears_during_the_run_is_not_replaced(corpus, tmp_path, capsys,
+                                                                monkeypatch, force):
+    """Without --force nothing that appeared is replaced; with --force only a data-bin."""
+    out = tmp_path / "out"
+    out.mkdir()
+    dest = out / "data-bin"
+    _appear_during_the_run(monkeypatch, dest, {"notes.txt": "mine\n"})
+    code, err = _run_in_process(_preprocess_args(corpus, dest, *force), capsys)
+    assert code == 1
+    assert err.strip().splitlines() == [f"{PROG}: error: {dest}: " + (
+        "--destdir appeared during the run (another run, or someone wrote it) and is not "
+        "empty; it was left as it is and nothing was written: use --force to replace it, or "
+        "give another --destdir" if not force else
+        "--destdir (as it is now, written during the run) is not a data-bin (it holds no "
+        "syntax_manifest.json), and --force replaces only a data-bin: give another "
+        "--destdir, or add --force-non-data-bin to delete the folder and everything in it")]
+    assert sorted(p.name for p in out.iterdir()) == ["data-bin"]  # no staging, work, old
+    assert sorted(p.name for p in dest.iterdir()) == ["notes.txt"]
+    assert (dest / "notes.txt").read_text(encoding="utf-8") == "mine\n"
+
+
+def test_force_replaces_a_data_bin_that_appears_during_the_run(corpus, tmp_path, capsys,
+                                                               monkeypatch):
+    dest = tmp_path / "data-bin"
+    _appear_during_the_run(monkeypatch, dest, {"syntax_manifest.json": "{}\n"})
+    code, err = _run_in_process(_preprocess_args(corpus, dest, "--force"), capsys)
+    assert code == 0, err
+    manifest = json.loads((dest / "syntax_manifest.json").read_text(encoding="utf-8"))
+    assert manifest["splits"]["train"]["sentences"] == 60
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data-bin"]
+
+
+def test_force_refuses_a_folder_that_is_not_a_data_bin(corpus, tmp_path, capsys):
+    dest = tmp_path / "photos"
+    dest.mkdir()
+    (dest / "cat.jpg").write_bytes(b"\xff\xd8")
+    code, err = _run_in_process(_preprocess_args(corpus, dest, "--force"), capsys)
+    assert code == 1
+    assert err.strip().splitlines() == [
+        f"{PROG}: error: {dest}: --destdir is not a data-bin (it holds no "
+        "syntax_manifest.json), and --force replaces only a data-bin: give another "
+        "--destdir, or add --force-non-data-bin to delete the folder and everything in it"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["photos"]
+    assert (dest / "cat.jpg").read_bytes() == b"\xff\xd8"
+    # the separate flag confirms it
+    code, err = _run_in_process(
+        _preprocess_args(corpus, dest, "--force", "--force-non-data-bin"), capsys)
+    assert code == 0, err
+    assert not (dest / "cat.jpg").exists() and (dest / "syntax_manifest.json").is_file()
+    # and alone it is refused: it confirms --force
+    code, err = _run_in_process(_preprocess_args(corpus, dest, "--force-non-data-bin"), capsys)
+    assert code == 2 and err.strip().endswith(
+        f"{PROG}: error: --force-non-data-bin needs --force")

@@ -469,7 +469,7 @@ def test_force_replaces_with_given_spm_model(runs, tmp_path):
     dest.mkdir()
     (dest / "old.txt").write_text("old", encoding="utf-8")
     args = base_args(info["folder"], dest, align=False) + [
-        "--spm-model", model_prefix + ".model", "--force"]
+        "--spm-model", model_prefix + ".model", "--force", "--force-non-data-bin"]
     assert run_in_process(args) == 0
     assert not (dest / "old.txt").exists()
     with open(dest / "syntax_manifest.json", encoding="utf-8") as f:
@@ -500,7 +500,7 @@ def test_bad_input_with_force_keeps_old_destdir(tmp_path, capsys):
     dest = tmp_path / "data-bin"
     dest.mkdir()
     (dest / "old.txt").write_text("old", encoding="utf-8")
-    assert run_in_process(base_args(str(folder), dest) + ["--force"]) == 1
+    assert run_in_process(base_args(str(folder), dest) + ["--force", "--force-non-data-bin"]) == 1
     err = capsys.readouterr().err
     assert f"{SCRIPT}: error: {folder}/train.{SRC}:{K + 1}: empty line" in err
     assert os.listdir(dest) == ["old.txt"]

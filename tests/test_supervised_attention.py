@@ -13,14 +13,13 @@ from fairseq.data import Dictionary
 from conftest import USER_DIR, generate_args, run_cli, train_args
 from model_utils import FakeTask, build_model, random_batch
 from fairseq_syntax.cli.score_alignments import main as score_main
+from fairseq_syntax.criterions.attention_strategy import parameter_parts
+from fairseq_syntax.criterions.gold_alignment import gold_attention, link_positions
 from fairseq_syntax.criterions.supervised_attention import (
     SupervisedAttentionCrossEntropy,
-    fold_phrase_attention,
-    gold_attention,
-    link_positions,
-    parameter_parts,
     supervised_weights,
 )
+from fairseq_syntax.modules.phrase_folding import fold_phrase_attention
 
 CRITERION = ["--criterion", "supervised_attention_cross_entropy"]
 
@@ -246,11 +245,11 @@ def test_parameter_parts_of_the_backbone():
     tied = tiny_backbone(share_decoder_input_output_embed=True)
     d = tied.decoder.dictionary
     for strategy in ("alignment", "translation"):
-        frozen = criterion(d, attention_strategy=strategy).frozen_parameters(tied)
+        frozen = criterion(d, attention_strategy=strategy).strategy.frozen_parameters(tied)
         assert any(p is tied.decoder.embed_tokens.weight for _, p in frozen)
     with pytest.raises(ValueError, match="no parameter name starts with"):
         criterion(d, attention_strategy="alignment",
-                  output_layer_prefixes="decoder.nothing").frozen_parameters(model)
+                  output_layer_prefixes="decoder.nothing").strategy.frozen_parameters(model)
 
 
 def _backbone_sample(model, seed=0):

@@ -11,7 +11,8 @@ from conftest import run_cli
 from model_utils import build_model, incremental_log_probs
 from test_transformer_backbone import generate_test_split, transformer_train_args
 from test_tree_to_sequence import batch_trees, recursive_reference, tree_batch
-from fairseq_syntax.criterions.supervised_attention import fold_phrase_attention, supervised_weights
+from fairseq_syntax.criterions.supervised_attention import supervised_weights
+from fairseq_syntax.modules.phrase_folding import fold_phrase_attention
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

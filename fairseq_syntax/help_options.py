@@ -3,8 +3,10 @@
 fairseq adds task-, model- and criterion-specific options only after a first parse of
 the command line, and ``--help`` exits during that first parse, so
 ``fairseq-train --task syntax_translation --help`` would never show ``--load-heads``
-and friends. When ``--help`` is on the command line, this wraps
-``fairseq.options.parse_args_and_arch`` to add those options before it parses.
+and friends. fairseq has no hook for this, so when the command line asks for help
+(:func:`help_requested`), importing the plugin wraps ``fairseq.options.parse_args_and_arch``
+(:func:`install`) to add those options before it parses; any other command runs fairseq's
+own parser untouched. ``docs/design.md`` §8 says why.
 """
 import argparse
 import sys
@@ -34,9 +36,14 @@ def _add_chosen_options(parser: argparse.ArgumentParser, args) -> None:
             criterion.add_args(parser)
 
 
+def help_requested(argv) -> bool:
+    """Whether the command line ``argv`` asks for help."""
+    return "-h" in argv or "--help" in argv
+
+
 def parse_args_and_arch(parser, input_args=None, *args, **kwargs):
     argv = sys.argv[1:] if input_args is None else input_args
-    if "-h" in argv or "--help" in argv:
+    if help_requested(argv):
         try:
             _add_chosen_options(parser, argv)
         except argparse.ArgumentError:
@@ -44,4 +51,10 @@ def parse_args_and_arch(parser, input_args=None, *args, **kwargs):
     return _original_parse_args_and_arch(parser, input_args, *args, **kwargs)
 
 
-options.parse_args_and_arch = parse_args_and_arch
+def install() -> None:
+    """Put :func:`parse_args_and_arch` in place of fairseq's."""
+    options.parse_args_and_arch = parse_args_and_arch
+
+
+if help_requested(sys.argv[1:]):
+    install()

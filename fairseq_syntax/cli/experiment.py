@@ -69,15 +69,14 @@ import threading
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from fairseq_syntax.experiment.corpora import (
-    corpus_description, prepare_multi30k, prepare_synthetic,
-)
+from fairseq_syntax.experiment.corpora import corpus_description, corpus_name, prepare_corpus
 from fairseq_syntax.experiment.methods import (
-    DEFAULTS, DEFAULT_METHODS, DEFAULT_RESULTS, LR_SCHEDULERS, Method, TRANSFORMER_RECIPES,
+    BACKBONE, TRANSFORMER_BACKBONE, family_of, DEFAULTS, DEFAULT_METHODS, DEFAULT_RESULTS, LR_SCHEDULERS, Method, TRANSFORMER_RECIPES,
     method_keys, record_path, select_methods,
 )
+from fairseq_syntax.experiment.comparisons import compare_methods
 from fairseq_syntax.experiment.records import (
-    host_facts, read_record, read_records, run_record, write_record,
+    host_facts, hypotheses_path, read_record, read_records, run_record, write_hypotheses, write_record,
 )
 from fairseq_syntax.experiment.runs import run_dir, run_method, run_settings
 from fairseq_syntax.experiment.tables import (
@@ -94,10 +93,12 @@ def get_parser() -> argparse.ArgumentParser:
         "run (method, seed) to the results folder and render the corpus's section of the "
         "results file (default docs/RESULTS.md) from all records with the same settings. "
         "Runs that already have a record with the same settings are skipped.")
-    p.add_argument("--corpus", choices=["synthetic", "multi30k"], required=True,
+    p.add_argument("--corpus", required=True, metavar="NAME|FILE",
                    help="synthetic: the built-in en->vf corpus with gold trees and alignments "
-                   "(generated unless --data-bin/--raw); multi30k: the data-bin of "
-                   "examples/multi30k/prepare.sh (--data-bin)")
+                   "(generated unless --data-bin/--raw); multi30k, kftt: the data-bin of "
+                   "examples/multi30k|kftt/prepare.sh (--data-bin); or a corpus description "
+                   "FILE (JSON: data-bin, languages, test sets and references, detokenizer, "
+                   "sacreBLEU tokenizer, extra scores; see fairseq_syntax/evaluation/corpus.py)")
     p.add_argument("--workdir",
                    help="folder for the generated corpus, checkpoints, outputs and logs "
                    "(WORKDIR/runs/METHOD/seedN/); required unless --render-only")
@@ -107,7 +108,7 @@ def get_parser() -> argparse.ArgumentParser:
                    "multi30k: DEST/data-bin of prepare.sh)")
     p.add_argument("--raw", help="synthetic: the folder fairseq-syntax-synthetic wrote "
                    "(test.vf, test.align, test.en.conllu, gen.*); default WORKDIR/raw")
-    p.add_argument("--multi30k-dir", help="multi30k: prepare.sh's --dest (raw/, tok/); "
+    p.add_argument("--corpus-dir", help="multi30k, kftt: prepare.sh's --dest (raw/, tok/); "
                    "default: the parent of --data-bin")
     p.add_argument("--train-size", type=int, default=20000,
                    help="synthetic: training pairs to generate (default: 20000)")
@@ -207,7 +208,9 @@ def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Na
     """The options with the corpus's defaults filled in (``args.seeds`` a list of ints)."""
     parser = parser or get_parser()
     args = parser.parse_args(argv)
-    defaults = DEFAULTS[args.corpus]
+    args.corpus_name = corpus_name(args)
+    args.preset = args.corpus_name if args.corpus_name in DEFAULTS else "multi30k"  # real data
+    defaults = DEFAULTS[args.preset]
     args.transformer = transformer_recipe(parser, args)
     if args.updates is None and args.epochs is None:
         args.updates, args.epochs = defaults["updates"], defaults["epochs"]
@@ -215,7 +218,7 @@ def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Na
         if name not in ("updates", "epochs") and getattr(args, name) is None:
             setattr(args, name, value)
     if args.methods is None:  # a rendering shows the Transformer family's open rows too
-        args.methods = DEFAULT_METHODS[args.corpus] + (",transformer" if args.render_only else "")
+        args.methods = DEFAULT_METHODS[args.preset] + (",transformer" if args.render_only else "")
     if not args.render_only and args.transformer["lr_scheduler"] == "linear" \
             and not args.transformer["updates"] and any(
             m.family == "transformer" for m in select_methods(args.methods)):
@@ -236,7 +239,7 @@ def transformer_recipe(parser, args) -> dict:
     """The corpus's Transformer recipe with ``--transformer-recipe`` applied (each value
     read as the type of the recipe's own; ``none`` for an empty budget) and, when given,
     ``--updates``/``--epochs`` as its budget."""
-    recipe = dict(TRANSFORMER_RECIPES[args.corpus])
+    recipe = dict(TRANSFORMER_RECIPES[args.preset])
     for item in (i.strip() for i in args.transformer_recipe.split(",") if i.strip()):
         key, sep, value = item.partition("=")
         if not sep or key not in recipe:
@@ -270,13 +273,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     command = shlex.join(["fairseq-syntax-experiment", *argv_used])
     methods = select_methods(args.methods)
     keys = method_keys(methods)
-    description = corpus_description(args)
+    corpus = render_corpus(args) if args.render_only else None
+    if not args.render_only:
+        os.makedirs(args.workdir, exist_ok=True)
+        corpus = prepare_corpus(args)
+    description = corpus_description(args, corpus)
     lock = threading.Lock()
     failures: List[str] = []
 
     def render() -> str:
         by_key = table_records(read_records(args.results_dir), args, description)
-        body = section_markdown(args.corpus, keys, by_key, args, description, failures)
+        comparisons = compare_methods(by_key, backbones_of(by_key), args.corpus_name, corpus,
+                                      args.results_dir,
+                                      corpus.bleu_tokenize if corpus else "13a")
+        figures = os.path.join(os.path.dirname(os.path.abspath(args.results)), "figures")
+        body = section_markdown(args.corpus_name, keys, by_key, args, description, failures,
+                                comparisons, figures)
         update_results(args.results, section_name(args), body)
         return body
 
@@ -286,20 +298,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"wrote the {section_name(args)} section of {args.results}", file=sys.stderr)
         return 0
 
-    os.makedirs(args.workdir, exist_ok=True)
-    corpus = prepare_synthetic(args) if args.corpus == "synthetic" else prepare_multi30k(args)
-    description = corpus_description(args)  # --raw: the files prepare_synthetic checked
     threads = tool_threads(args)
     env = tool_env(threads)
     host = host_facts(args, threads)
+    places = {"$WORKDIR": args.workdir, "$DATA_BIN": corpus.databin}
 
     todo: List[Tuple[Method, int]] = []
     for method in methods:
         for seed in args.seeds:
             settings = {k: run_settings(method, k, args, description)
                         for k in method_keys([method])}
-            records = {k: read_record(record_path(args.results_dir, k, seed)) for k in settings}
-            if all(r is not None and r["settings"] == settings[k] for k, r in records.items()):
+            paths = {k: record_path(args.results_dir, k, seed) for k in settings}
+            records = {k: read_record(p) for k, p in paths.items()}
+            # a record of version 1 kept no translations: run again, to be tested
+            if all(r is not None and r["settings"] == settings[k] and
+                   os.path.exists(hypotheses_path(paths[k])) for k, r in records.items()):
                 for k in settings:
                     print(f"[skip] {k} seed {seed}", file=sys.stderr, flush=True)
             else:
@@ -319,21 +332,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     failures.append(f"`{row.key}` seed {seed}: {row.error}")
                     continue
                 settings = run_settings(method, row.key, args, description)
-                write_record(record_path(args.results_dir, row.key, seed),
-                             run_record(row, settings, commands, wall, host,
-                                        run_dir(args, method.key, seed), corpus.databin,
-                                        command))
+                path = record_path(args.results_dir, row.key, seed)
+                write_hypotheses(path, row.hypotheses)
+                write_record(path, run_record(row, settings, commands, wall, host,
+                                              run_dir(args, method.key, seed), corpus.databin,
+                                              command, places))
             done[0] += 1
             r = results[0][0]
-            status = (f"failed: {r.error}" if r.error else
-                      f"BLEU {fmt(r.bleu)}"
-                      + (f" chrF {fmt(r.chrf)}" if args.corpus == "multi30k" else "")
-                      + (f" agreement {fmt(r.agreement)}" if r.agreement is not None else "")
-                      + (f" gen BLEU {fmt(r.gen_bleu)} gen agreement {fmt(r.gen_agreement)}"
-                         if r.gen_bleu is not None else "")
-                      + (f" AER {fmt(r.aer)}" if r.aer is not None else "")
-                      + (f" DA/UA {r.da:.1f}/{r.ua:.1f}" if r.da is not None else "")
-                      + f" valid ppl {fmt(r.valid_ppl)}")
+            status = f"failed: {r.error}" if r.error else run_summary(r)
             print(f"[{done[0]}/{total}] {method.key} seed {seed}: {status} "
                   f"({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
             render()  # a killed experiment still leaves an up-to-date table
@@ -346,6 +352,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"({total} run(s), {len(failures)} failed; records in {args.results_dir})",
           file=sys.stderr)
     return 1 if failures else 0
+
+
+def run_summary(row) -> str:
+    """One line of a finished run's scores (each test set's BLEU, chrF, agreement)."""
+    parts = []
+    for test, scores in row.tests.items():
+        parts.append(f"{test}: BLEU {fmt(scores.get('bleu'))} chrF {fmt(scores.get('chrf'))}"
+                     + (f" agreement {fmt(scores['agreement'])}" if "agreement" in scores else ""))
+    return "; ".join(parts + [*([f"AER {fmt(row.aer)}"] if row.aer is not None else []),
+                              *([f"DA/UA {row.da:.1f}/{row.ua:.1f}"] if row.da is not None else []),
+                              f"valid ppl {fmt(row.valid_ppl)}"])
+
+
+def render_corpus(args):
+    """The corpus of a rendering, for the references of paired tests not yet cached; None
+    (with a note) where its files are not here."""
+    if args.corpus == "synthetic" and not (args.raw or args.workdir):
+        return None
+    try:
+        return prepare_corpus(args) if args.corpus != "synthetic" or os.path.exists(
+            os.path.join(args.data_bin or os.path.join(args.workdir or "", "data-bin"),
+                         "syntax_manifest.json")) else None
+    except SystemExit as err:
+        print(f"fairseq-syntax-experiment: note: {err}; paired tests come from the cache only",
+              file=sys.stderr)
+        return None
+
+
+def backbones_of(by_key) -> dict:
+    """Each method with records -> its family's backbone (the backbones themselves left out)."""
+    out = {}
+    for key in by_key:
+        backbone = TRANSFORMER_BACKBONE if family_of(key) == "transformer" else BACKBONE
+        if key != backbone:
+            out[key] = backbone
+    return out
 
 
 if __name__ == "__main__":

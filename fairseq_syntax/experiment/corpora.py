@@ -1,38 +1,55 @@
-"""The corpora of the experiment: the synthetic corpus (generated and preprocessed on
-demand) and the Multi30k data-bin of ``examples/multi30k/prepare.sh``."""
+"""The corpus of an experiment (``--corpus``): the synthetic corpus (generated and
+preprocessed on demand), the presets ``multi30k`` and ``kftt`` (the data-bins of their
+``examples/*/prepare.sh``) or a user's corpus description (a JSON file,
+:mod:`fairseq_syntax.evaluation.corpus`)."""
 import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Optional
 
 from fairseq_syntax.data.side_files import FORMAT_VERSION
 from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpus
 
+from fairseq_syntax.evaluation.corpus import (
+    MULTI30K_DESCRIPTION, Corpus, CorpusError, TestSet, kftt_corpus, load_corpus, multi30k_corpus,
+)
+
 from .tools import read_lines, run_tool, tool_env, write_atomically
 
 
-@dataclass
-class Split:
-    """One decoded split: fairseq's subset name and its reference files."""
-
-    subset: str         # the data-bin's name (test, test1)
-    ref_detok: str      # references for BLEU / chrF (raw text)
-    ref_tok: str        # references tokenised like the hypotheses (RIBES)
-    source_trees: str   # gold/spaCy trees of the source (CoNLL-U)
+PRESETS = ("synthetic", "multi30k", "kftt")
 
 
-@dataclass
-class Corpus:
-    """Where a corpus's data-bin and its reference files are. ``splits``: ``test`` and,
-    on the synthetic corpus, ``gen`` (row fields ``gen_*``)."""
+def corpus_name(args) -> str:
+    """The corpus's name in tables, records and folders: the preset, or the ``name`` of the
+    description file ``--corpus``."""
+    if args.corpus in PRESETS:
+        return args.corpus
+    try:
+        with open(args.corpus, encoding="utf-8") as f:
+            return str(json.load(f)["name"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise SystemExit(f"fairseq-syntax-experiment: error: --corpus {args.corpus}: not a "
+                         f"preset ({', '.join(PRESETS)}) nor a corpus description with a "
+                         f"name ({err})") from None
 
-    name: str
-    databin: str
-    splits: Dict[str, Split]
-    gold_align: Optional[str] = None  # gold test alignments (synthetic only)
-    glue_table: Optional[str] = None  # German detokeniser table (Multi30k)
+
+def prepare_corpus(args) -> Corpus:
+    """The corpus of ``--corpus``, its files checked (the synthetic one made if needed)."""
+    try:
+        if args.corpus == "synthetic":
+            return prepare_synthetic(args)
+        if args.corpus in ("multi30k", "kftt"):
+            if not args.data_bin:
+                raise SystemExit(f"fairseq-syntax-experiment: error: --corpus {args.corpus} "
+                                 f"needs --data-bin (the data-bin examples/{args.corpus}/"
+                                 "prepare.sh made)")
+            preset = multi30k_corpus if args.corpus == "multi30k" else kftt_corpus
+            return preset(args.data_bin, args.corpus_dir)
+        return load_corpus(args.corpus)
+    except CorpusError as err:
+        raise SystemExit(f"fairseq-syntax-experiment: error: {err}") from None
 
 
 def synthetic_raw_dir(args) -> Optional[str]:
@@ -62,13 +79,16 @@ def generated_stamp(args) -> Optional[dict]:
     return stamp if stamp.get("raw") is None else None  # None: it generated these files
 
 
-def corpus_description(args) -> str:
-    """The corpus as the settings record it (no machine paths). Synthetic: the generator's
+def corpus_description(args, corpus: Optional[Corpus] = None) -> str:
+    """The corpus as the settings record it (no machine paths): ``corpus.description``, or
+    for the synthetic corpus, the generator's
     seed and sizes (also for ``--raw``/``--data-bin`` of a corpus this command generated:
     :func:`generated_stamp`), or the sizes of the files given with ``--raw``."""
-    if args.corpus == "multi30k":
-        return ("Multi30k task 1 En→De (`examples/multi30k/prepare.sh`: spaCy tokens, "
-                "en_core_web_sm parses, eflomal alignments), test_2016_flickr")
+    if args.corpus != "synthetic":
+        if corpus is not None:
+            return corpus.description
+        return MULTI30K_DESCRIPTION if args.corpus == "multi30k" else \
+            prepare_corpus(args).description
     stamp = generated_stamp(args)
     vocab = (stamp or {}).get("vocab_size") if args.data_bin else args.vocab_size
     if args.raw and stamp is None:
@@ -120,31 +140,15 @@ def prepare_synthetic(args) -> Corpus:
         if not os.path.exists(os.path.join(raw, name)):
             raise SystemExit(f"fairseq-syntax-experiment: error: {raw}/{name} is missing "
                              "(--raw must be the folder fairseq-syntax-synthetic wrote)")
-    splits = {"test": Split("test", f"{raw}/test.vf", f"{raw}/test.vf", f"{raw}/test.en.conllu")}
+    tests = [TestSet("test", "test", f"{raw}/test.vf", f"{raw}/test.vf",
+                     f"{raw}/test.en.conllu", f"{raw}/test.align")]
     # the generalisation split, where the data-bin has it as its second test split
     if os.path.exists(f"{raw}/gen.vf") and os.path.exists(
             os.path.join(databin, "test1.en-vf.en.bin")):
-        splits["gen"] = Split("test1", f"{raw}/gen.vf", f"{raw}/gen.vf", f"{raw}/gen.en.conllu")
+        tests.append(TestSet("gen", "test1", f"{raw}/gen.vf", f"{raw}/gen.vf",
+                             f"{raw}/gen.en.conllu"))
     else:
         print("fairseq-syntax-experiment: note: no gen split (raw gen.vf and the data-bin's "
               "test1), gen columns stay empty", file=sys.stderr)
-    return Corpus("synthetic", databin, splits, gold_align=os.path.join(raw, "test.align"))
-
-
-def prepare_multi30k(args) -> Corpus:
-    """The data-bin of ``examples/multi30k/prepare.sh`` and the files next to it."""
-    if not args.data_bin:
-        raise SystemExit("fairseq-syntax-experiment: error: --corpus multi30k needs --data-bin "
-                         "(the data-bin examples/multi30k/prepare.sh made, e.g. "
-                         "data/multi30k/data-bin)")
-    dest = args.multi30k_dir or os.path.dirname(os.path.abspath(args.data_bin))
-    files = dict(ref_detok=os.path.join(dest, "raw", "test_2016_flickr.de"),
-                 ref_tok=os.path.join(dest, "tok", "test_2016_flickr.de"),
-                 source_trees=os.path.join(dest, "tok", "test_2016_flickr.en.conllu"),
-                 glue_table=os.path.join(dest, "tok", "glue.de.json"))
-    for path in files.values():
-        if not os.path.exists(path):
-            raise SystemExit(f"fairseq-syntax-experiment: error: {path} is missing (run "
-                             "examples/multi30k/prepare.sh, or give --multi30k-dir)")
-    glue = files.pop("glue_table")
-    return Corpus("multi30k", args.data_bin, {"test": Split("test", **files)}, glue_table=glue)
+    return Corpus("synthetic", "en", "vf", databin, tests, corpus_description(args),
+                  "synthetic", "13a", ["agreement", "aer", "induced_trees"])

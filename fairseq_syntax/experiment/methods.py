@@ -3,7 +3,7 @@ Transformer recipes, and the names of their record files."""
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from fairseq_syntax.cli import FAIRSEQ_LSTM, FAIRSEQ_TRANSFORMER
 
@@ -12,7 +12,7 @@ TRANSFORMER_BACKBONE = "syntax_transformer"
 FAIRSEQ_TRANSFORMER_PEER = "fairseq_transformer"  # fairseq's own transformer
 TREE_INDUCING = ("sa_nmt", "fa_nmt", "sa_transformer")  # arch prefixes whose encoders induce trees
 DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
-RECORD_FORMAT = "fairseq-syntax-experiment run, version 1"
+RECORD_FORMAT = "fairseq-syntax-experiment run, version 2"  # 2: scores per test set
 RUN_STAMP = "run.json"  # in a run's folder: the training command its checkpoints belong to
 DECODED_CHECKPOINT = "checkpoint_best.pt"  # the epoch of lowest validation loss
 AVERAGED_CHECKPOINT = "checkpoint_average.pt"  # a recipe's average_last epochs, averaged
@@ -118,28 +118,17 @@ class Method:
 
 @dataclass
 class Row:
-    """Measured scores of one run of one method (None: not measured). Fields without a
-    prefix are of the test split, ``gen_`` of the synthetic generalisation split;
-    accuracies, BLEU, chrF, RIBES, AER, P, R, DA, UA in %."""
+    """Measured scores of one run of one method (None: not measured): ``tests`` holds each
+    test set's scores by name (bleu, chrf, and ribes, bleu_tok, agreement,
+    agreement_long where the corpus asks for them); accuracies, BLEU, chrF, RIBES, AER,
+    P, R, DA, UA in %. ``hypotheses``: each test set's detokenised translations (written
+    beside the record, for the paired tests)."""
 
     key: str
     arch: str
     seed: int = 1
-    bleu: Optional[float] = None
-    chrf: Optional[float] = None
-    ribes: Optional[float] = None
-    agreement: Optional[float] = None
-    agreement_counts: str = ""
-    agreement_long: Optional[float] = None
-    agreement_long_counts: str = ""
-    gen_bleu: Optional[float] = None
-    gen_chrf: Optional[float] = None
-    gen_ribes: Optional[float] = None
-    gen_agreement: Optional[float] = None
-    gen_agreement_counts: str = ""
-    gen_agreement_long: Optional[float] = None
-    gen_agreement_long_counts: str = ""
-    bleu_tok: Optional[float] = None  # Multi30k: BLEU of the spaCy tokens (tokenize none)
+    tests: Dict[str, Dict[str, Any]] = field(default_factory=dict)
+    hypotheses: Dict[str, List[str]] = field(default_factory=dict)
     bleu_signature: str = ""
     chrf_signature: str = ""
     aer: Optional[float] = None

@@ -3,9 +3,10 @@ import datetime
 import json
 import os
 import platform
+import re
 import sys
 from dataclasses import asdict
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from .methods import RECIPE_KEYS_ADDED, RECORD_FORMAT, Row
 from .tools import write_atomically
@@ -55,7 +56,7 @@ def host_facts(args, threads: Optional[int]) -> dict:
 
 
 def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, host: dict,
-               save: str, databin: str, command: str) -> dict:
+               save: str, databin: str, command: str, places: Dict[str, str]) -> dict:
     """The JSON record of one finished run. Keys: ``format``, ``method``, ``seed``,
     ``settings`` (:func:`run_settings`; compared to skip a run and to choose the runs of
     the table), ``scores`` (the fields of :class:`Row` but ``key``/``arch``/``seed``/
@@ -63,22 +64,67 @@ def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, ho
     ones that ran, the plugin's folder as ``"$(fairseq-syntax-user-dir)"``),
     ``wall_seconds`` (training, decoding and scoring), ``date`` (UTC, when it finished),
     ``host`` (:func:`host_facts`), ``run_dir`` (logs, checkpoint and outputs),
-    ``data_bin``, and ``experiment_command`` (the invocation that ran it)."""
-    scores = {k: v for k, v in asdict(row).items() if k not in ("key", "arch", "seed", "error")}
+    ``data_bin``, and ``experiment_command`` (the invocation that ran it). Paths are shown
+    by :func:`portable` with ``places`` (e.g. ``$WORKDIR``): a record holds no machine path."""
+    scores = {k: v for k, v in asdict(row).items()
+              if k not in ("key", "arch", "seed", "error", "hypotheses")}
     return {
         "format": RECORD_FORMAT,
         "method": row.key,
         "seed": row.seed,
         "settings": settings,
         "scores": scores,
-        "commands": commands,
+        "commands": {k: portable(v, places) for k, v in commands.items()},
         "wall_seconds": round(wall_seconds, 1),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": host,
-        "run_dir": save,
-        "data_bin": databin,
-        "experiment_command": command,
+        "run_dir": portable(save, places),
+        "data_bin": portable(databin, places),
+        "experiment_command": portable(command, places),
     }
+
+
+def portable(text: str, places: Dict[str, str]) -> str:
+    """``text`` with each folder of ``places`` (placeholder -> path, e.g. ``$WORKDIR``)
+    written as its placeholder, longest path first, and the current folder as ``.``."""
+    here = os.getcwd()
+    for name, path in sorted({**places, ".": here}.items(), key=lambda kv: -len(kv[1])):
+        path = os.path.abspath(path)
+        if path != os.sep:
+            text = re.sub(re.escape(path) + r"(?![\w.-])", lambda _: name, text)
+    return text
+
+
+def hypotheses_path(record_path: str) -> str:
+    """Where a run's translations are kept beside its record (``METHOD.seedN.hyp.json.gz``)."""
+    return record_path[:-len(".json")] + ".hyp.json.gz"
+
+
+def write_hypotheses(record_path: str, hypotheses: Dict[str, List[str]]) -> None:
+    """Each test set's detokenised translations of a run, gzipped JSON, written atomically
+    (no timestamp in the gzip header: the same translations give the same bytes)."""
+    import gzip
+    import io
+
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as f:
+        f.write(json.dumps(hypotheses, ensure_ascii=False).encode("utf-8"))
+    os.makedirs(os.path.dirname(os.path.abspath(record_path)), exist_ok=True)
+    tmp = hypotheses_path(record_path) + ".part"
+    with open(tmp, "wb") as f:
+        f.write(buf.getvalue())
+    os.replace(tmp, hypotheses_path(record_path))
+
+
+def read_hypotheses(record_path: str) -> Optional[Dict[str, List[str]]]:
+    """The translations kept beside the record (None: the run kept none: version 1)."""
+    import gzip
+
+    path = hypotheses_path(record_path)
+    if not os.path.exists(path):
+        return None
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
 
 
 def write_record(path: str, record: dict) -> None:
@@ -95,11 +141,34 @@ def read_record(path: str) -> Optional[dict]:
     if not isinstance(record, dict) or not all(
             k in record for k in ("method", "seed", "settings", "scores")):
         return None
+    if "tests" not in record["scores"]:  # version 1: the test split's fields had no
+        record["scores"] = scores_by_test_set(record)  # prefix, the gen split's gen_
+    record["path"] = path
     recipe = record["settings"].get("recipe")
     if isinstance(recipe, dict):  # written before a recipe key existed: trained with its value
         record["settings"]["recipe"] = {**recipe, **{
             k: v for k, v in RECIPE_KEYS_ADDED.items() if k not in recipe}}
     return record
+
+
+V1_TEST_FIELDS = ("bleu", "chrf", "ribes", "bleu_tok", "agreement", "agreement_counts",
+                  "agreement_long", "agreement_long_counts")
+
+
+def scores_by_test_set(record: dict) -> dict:
+    """A version-1 record's scores with the test sets' fields under ``tests``: unprefixed
+    ones of the corpus's first test set (Multi30k: test_2016_flickr), ``gen_`` ones of gen."""
+    old = record["scores"]
+    first = "test_2016_flickr" if record["settings"].get("corpus") == "multi30k" else "test"
+    tests = {}
+    for name, prefix in ((first, ""), ("gen", "gen_")):
+        values = {k: old.get(prefix + k) for k in V1_TEST_FIELDS
+                  if old.get(prefix + k) not in (None, "")}
+        if values:
+            tests[name] = values
+    rest = {k: v for k, v in old.items()
+            if k not in V1_TEST_FIELDS and not k.startswith("gen_")}
+    return {**rest, "tests": tests}
 
 
 def read_records(results_dir: str) -> List[dict]:

@@ -12,7 +12,7 @@ from typing import List, Sequence, Tuple
 from fairseq_syntax.cli import FAIRSEQ_PEERS, task_arch_args
 from fairseq_syntax.user_dir import user_dir
 
-from .corpora import Corpus, Split
+from fairseq_syntax.evaluation.corpus import Corpus, TestSet
 from .methods import (
     AVERAGED_CHECKPOINT, BACKBONE, DECODED_CHECKPOINT, DECODING, Method, RUN_STAMP, Row,
     TRANSFORMER_BACKBONE, TREE_INDUCING, file_key,
@@ -160,7 +160,7 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
     if method.family == "transformer":  # (RNN records keep the keys below, unchanged)
         averaged = averaged_epochs(method, args)
         return {
-            "corpus": args.corpus,
+            "corpus": args.corpus_name,
             **device,
             "corpus_description": description,
             "method": key,
@@ -177,7 +177,7 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
             "decoding": [*DECODING, *extra],
         }
     return {
-        "corpus": args.corpus,
+        "corpus": args.corpus_name,
         **device,
         "corpus_description": description,
         "method": key,
@@ -201,48 +201,41 @@ def run_settings(method: Method, key: str, args, description: str) -> dict:
     }
 
 
-def score_split(row: Row, prefix: str, corpus: Corpus, split: Split, gen_out: str,
-                out_prefix: str) -> None:
-    """BLEU, chrF, RIBES (and agreement) of the ``H-`` lines of ``gen_out`` into the
-    ``prefix`` fields of ``row``."""
+def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
+                   out_prefix: str) -> None:
+    """BLEU, chrF and the corpus's extra scores of the ``H-`` lines of ``gen_out`` into
+    ``row.tests[test.name]``; the detokenised hypotheses into ``row.hypotheses``."""
     from sacrebleu.metrics import BLEU, CHRF
 
-    from fairseq_syntax.syntax.detokenize import detokenize_line, read_glue_table
-
     hyps_tok = hypotheses_of(gen_out)
-    hyp_tok = out_prefix + ".hyp.tok"
-    write_lines(hyp_tok, hyps_tok)
-    hyps = hyps_tok
-    if corpus.glue_table:  # Multi30k: German spaCy tokens -> text, like train.sh
-        table = read_glue_table(corpus.glue_table)
-        hyps = [detokenize_line(h.split(), table) for h in hyps_tok]
-        write_lines(out_prefix + ".hyp", hyps)
-    refs = read_lines(split.ref_detok)
-    if corpus.name == "synthetic":  # BLEU of the text as written, like Multi30k's
-        from fairseq_syntax.data.synthetic_corpus import detokenize
-
-        hyps, refs = [detokenize(h) for h in hyps], [detokenize(r) for r in refs]
+    write_lines(out_prefix + ".hyp.tok", hyps_tok)
+    hyps = corpus.detokenize()(hyps_tok)
+    write_lines(out_prefix + ".hyp", hyps)
+    refs = corpus.references(test)
     if len(hyps) != len(refs):
-        raise RuntimeError(f"{len(hyps)} translations of {split.subset} but {len(refs)} "
-                           f"references in {split.ref_detok} (see {gen_out})")
-    bleu, chrf = BLEU(), CHRF()
-    setattr(row, prefix + "bleu", bleu.corpus_score(hyps, [refs]).score)
-    setattr(row, prefix + "chrf", chrf.corpus_score(hyps, [refs]).score)
+        raise RuntimeError(f"{len(hyps)} translations of {test.subset} but {len(refs)} "
+                           f"references in {test.reference} (see {gen_out})")
+    bleu, chrf = BLEU(tokenize=corpus.bleu_tokenize), CHRF()
+    scores = row.tests.setdefault(test.name, {})
+    scores["bleu"] = bleu.corpus_score(hyps, [refs]).score
+    scores["chrf"] = chrf.corpus_score(hyps, [refs]).score
     row.bleu_signature, row.chrf_signature = str(bleu.get_signature()), str(chrf.get_signature())
-    setattr(row, prefix + "ribes", ribes_of(read_lines(split.ref_tok), hyps_tok))
-    if corpus.glue_table and not prefix:  # comparable with published tokenised BLEU
-        row.bleu_tok = tokenised_bleu(hyps_tok, read_lines(split.ref_tok))
-    if corpus.name == "synthetic":
+    row.hypotheses[test.name] = hyps
+    if "ribes" in corpus.scores:
+        scores["ribes"] = ribes_of(read_lines(test.reference_tok), hyps_tok)
+    if "bleu_tok" in corpus.scores:  # comparable with published tokenised BLEU
+        scores["bleu_tok"] = tokenised_bleu(hyps_tok, read_lines(test.reference_tok))
+    if "agreement" in corpus.scores:
         from fairseq_syntax.data.synthetic_corpus import agreement_report
         from fairseq_syntax.syntax.conllu_io import read_conllu_trees
 
-        report = agreement_report(hyps_tok, refs, read_conllu_trees(split.source_trees))
-        setattr(row, prefix + "agreement", report.accuracy)
-        setattr(row, prefix + "agreement_counts", f"{report.correct}/{report.total}")
-        setattr(row, prefix + "agreement_long",
-                report.long_distance_accuracy if report.long_distance_total else None)
-        setattr(row, prefix + "agreement_long_counts",
-                f"{report.long_distance_correct}/{report.long_distance_total}")
+        report = agreement_report(hyps_tok, refs, read_conllu_trees(test.source_trees))
+        scores.update(agreement=report.accuracy,
+                      agreement_counts=f"{report.correct}/{report.total}",
+                      agreement_long=(report.long_distance_accuracy
+                                      if report.long_distance_total else None),
+                      agreement_long_counts=(f"{report.long_distance_correct}/"
+                                             f"{report.long_distance_total}"))
 
 
 def tokenised_bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
@@ -272,14 +265,13 @@ def run_dir(args, key: str, seed: int) -> str:
 def decode_and_score(row: Row, corpus: Corpus, ckpt: str, args, save: str, name: str,
                      extra, log: str, env, commands: dict,
                      task: str = "syntax_translation") -> None:
-    """Beam search on every split of ``corpus`` and its scores into ``row``."""
-    for split_name, split in corpus.splits.items():
-        prefix = "" if split_name == "test" else split_name + "_"
-        out = os.path.join(save, f"generate.{split_name}{name}.out")
-        cmd = generate_command(corpus, ckpt, args, split.subset, extra, task)
-        commands[f"generate_{split_name}"] = shown(cmd)
+    """Beam search on every test set of ``corpus`` and its scores into ``row``."""
+    for test in corpus.test_sets:
+        out = os.path.join(save, f"generate.{test.name}{name}.out")
+        cmd = generate_command(corpus, ckpt, args, test.subset, extra, task)
+        commands[f"generate_{test.name}"] = shown(cmd)
         run_tool(cmd, log, env, stdout_path=out)
-        score_split(row, prefix, corpus, split, out, os.path.join(save, f"{split_name}{name}"))
+        score_test_set(row, corpus, test, out, os.path.join(save, f"{test.name}{name}"))
 
 
 def run_method(method: Method, seed: int, corpus: Corpus, args, env
@@ -331,18 +323,19 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
                                                        target_vocab_size(corpus.databin))
         decode_and_score(row, corpus, ckpt, args, save, "", [], log, env, commands,
                          method.task)
-        if corpus.gold_align:  # attention of the force-decoded reference vs gold alignments
+        first = corpus.test_sets[0]
+        if "aer" in corpus.scores:  # attention of the force-decoded reference vs gold alignments
             align_out = os.path.join(save, "generate.align.out")
             cmd = ["fairseq-generate", corpus.databin, "--user-dir", user_dir(),
-                   "--task", method.task, "--path", ckpt, "--gen-subset", "test",
+                   "--task", method.task, "--path", ckpt, "--gen-subset", first.subset,
                    "--beam", "1", "--prefix-size", "1024", "--print-alignment", "soft",
                    "--batch-size", "32", *task_generate_args(method.task), *device_args(args)]
             commands["align"] = shown(cmd)
             run_tool(cmd, log, env, stdout_path=align_out)
-            scores = score_alignments(align_out, corpus.gold_align)
+            scores = score_alignments(align_out, first.gold_alignments)
             row.aer, row.precision, row.recall = (100.0 * scores[k] for k in
                                                   ("aer", "precision", "recall"))
-        if method.arch.startswith(TREE_INDUCING):
+        if method.arch.startswith(TREE_INDUCING) and "induced_trees" in corpus.scores:
             induced_scores(row, corpus, ckpt, args, save, log, commands)
         if step_time_batches_of(method, args):
             row.step_time_ratio = step_time_ratio(method, corpus, args, save, log, commands)
@@ -431,12 +424,13 @@ def induced_scores(row: Row, corpus: Corpus, ckpt: str, args, save: str, log: st
     process), to one decimal as earlier records hold them."""
     from fairseq_syntax.cli.induced_trees import score_checkpoint
 
-    gold, output = corpus.splits["test"].source_trees, os.path.join(save, "induced.test.conllu")
+    first = corpus.test_sets[0]
+    gold, output = first.source_trees, os.path.join(save, f"induced.{first.name}.conllu")
     cmd = ["fairseq-syntax-induced-trees", corpus.databin, "--path", ckpt,
-           "--gen-subset", "test", "--gold", gold, "--output", output, *device_args(args)]
+           "--gen-subset", first.subset, "--gold", gold, "--output", output, *device_args(args)]
     commands["induced_trees"] = shown(cmd)  # the same scores as a command line
     scores = run_function(score_checkpoint, dict(
-        data=corpus.databin, path=ckpt, split="test", gold=gold, output=output,
+        data=corpus.databin, path=ckpt, split=first.subset, gold=gold, output=output,
         cpu=not args.gpu), log, threads=tool_threads(args)).scores
     row.da, row.ua = (round(scores.model.directed_accuracy, 1),
                       round(scores.model.undirected_accuracy, 1))

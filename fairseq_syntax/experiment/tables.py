@@ -1,11 +1,17 @@
-"""The corpus sections of ``docs/RESULTS.md``, rendered from the run records: mean ± sd
-over seeds, differences from the backbone over 2 sd in bold, per-epoch valid ppl."""
+"""The corpus sections of ``docs/RESULTS.md``, rendered from the run records: scores per
+test set (mean ± sd over seeds), each method's difference from its backbone with its 95 %
+interval (paired bootstrap per seed, Student-t over seeds; bold only where significant),
+per-epoch valid ppl, and the figures."""
 import datetime
 import os
+import re
 import shlex
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
+from fairseq_syntax.evaluation.significance import Delta, seed_mean
+
+from .comparisons import Comparisons, paired_scores
 from .methods import BACKBONE, TRANSFORMER_BACKBONE, all_methods, method_keys
 from .runs import alignment_head_args, run_settings
 from .tools import write_atomically
@@ -30,40 +36,58 @@ class Stat:
         return Stat(float(np.mean(values)), sd, len(values))
 
 
-def differs(stat: Stat, base: Optional[Stat]) -> bool:
-    """True when ``stat``'s mean is more than 2 standard deviations (the larger of the two)
-    from ``base``'s; only when both have at least 2 seeds."""
-    if base is None or stat.sd is None or base.sd is None:
-        return False
-    return abs(stat.mean - base.mean) > 2 * max(stat.sd, base.sd)
-
-
-def fmt_stat(stat: Stat, digits: int, base: Optional[Stat] = None) -> str:
+def fmt_stat(stat: Stat, digits: int) -> str:
     if stat.mean is None:
         return "–"
-    text = f"{stat.mean:.{digits}f}" + ("" if stat.sd is None else f" ± {stat.sd:.{digits}f}")
-    return f"**{text}**" if differs(stat, base) else text
+    return f"{stat.mean:.{digits}f}" + ("" if stat.sd is None else f" ± {stat.sd:.{digits}f}")
 
 
 def fmt(value: Optional[float], digits: int = 2) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
-# table columns per corpus: (header, score names joined by " / " in one cell, digits)
-COLUMNS = {
-    "synthetic": [
-        ("BLEU", ["bleu"], 2), ("agreement", ["agreement"], 2),
-        ("long-dist. agr.", ["agreement_long"], 2), ("gen BLEU", ["gen_bleu"], 2),
-        ("gen agreement", ["gen_agreement"], 2), ("gen long-dist. agr.", ["gen_agreement_long"], 2),
-        ("AER", ["aer"], 2), ("DA / UA", ["da", "ua"], 1), ("valid ppl", ["valid_ppl"], 2),
-        ("valid loss", ["valid_loss"], 3),
-    ],
-    "multi30k": [
-        ("BLEU", ["bleu"], 2), ("chrF", ["chrf"], 2), ("RIBES", ["ribes"], 2),
-        ("valid ppl", ["valid_ppl"], 2), ("DA / UA", ["da", "ua"], 1),
-        ("step time", ["step_time_ratio"], 2),
-    ],
-}
+def score_of(record: dict, name: str, test: Optional[str] = None):
+    """A score of a record: of the test set ``test``, or one of the whole run."""
+    scores = record["scores"]
+    return (scores.get("tests", {}).get(test) or {}).get(name) if test else scores.get(name)
+
+
+def test_label(name: str) -> str:
+    """A test set's short name in a table header (Multi30k's test_2016_flickr: 2016)."""
+    return re.sub(r"^test_(\d{4})_flickr$", r"\1", name)
+
+
+def test_names(runs: Sequence[dict]) -> List[str]:
+    """The test sets the records score, in the order the records hold them."""
+    names: List[str] = []
+    for r in runs:
+        names += [t for t in r["scores"].get("tests", {}) if t not in names]
+    return names
+
+
+def columns_of(corpus_name: str, tests: Sequence[str], family: str) -> List[tuple]:
+    """The columns of a family's results table: (header, [(score, test set or None)],
+    digits) per cell; BLEU and chrF of every test set first."""
+    cols = []
+    for t in tests:
+        label = test_label(t)
+        cols += [(f"BLEU {label}", [("bleu", t)], 2), (f"chrF {label}", [("chrf", t)], 2)]
+        if corpus_name == "synthetic":
+            cols += [(f"agreement {label}", [("agreement", t)], 2),
+                     (f"long-dist. agr. {label}", [("agreement_long", t)], 2)]
+    if tests and corpus_name != "synthetic":
+        first = test_label(tests[0])
+        cols.append((f"RIBES {first}", [("ribes", tests[0])], 2))
+        if family == "transformer":
+            cols.append((f"tok. BLEU {first}", [("bleu_tok", tests[0])], 2))
+    if corpus_name == "synthetic":
+        cols.append(("AER", [("aer", None)], 2))
+    cols += [("DA / UA", [("da", None), ("ua", None)], 1), ("valid ppl", [("valid_ppl", None)], 2)]
+    if corpus_name == "synthetic":
+        cols.append(("valid loss", [("valid_loss", None)], 3))
+    else:
+        cols.append(("step time", [("step_time_ratio", None)], 2))
+    return cols
 
 
 def table_records(records: Sequence[dict], args, description: str
@@ -100,12 +124,15 @@ def convergence_lines(backbone: Sequence[dict]) -> List[str]:
 
 
 def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, List[dict]],
-                     args, description: str, failures: Sequence[str] = ()) -> str:
+                     args, description: str, failures: Sequence[str] = (),
+                     comparisons: Optional[Comparisons] = None,
+                     figures_dir: Optional[str] = None) -> str:
     """The corpus section: the rows of ``keys`` (selected methods, ``not run yet`` without
     records) and of every other method with records, in the plugin's order."""
     synthetic = corpus_name == "synthetic"
-    title = ("Synthetic corpus (en → vf)" if synthetic else "Multi30k En → De (test_2016_flickr)") \
-        + (", trained on the GPU" if args.gpu else "")
+    title = {"synthetic": "Synthetic corpus (en → vf)", "multi30k": "Multi30k En → De"}.get(
+        corpus_name, corpus_name) + (", trained on the GPU" if args.gpu else "")
+    comparisons = comparisons or {}
     methods = all_methods()
     order = method_keys(methods)
     family = {k: m.family for m in methods for k in method_keys([m])}
@@ -175,8 +202,9 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         ]
     else:
         lines += [
-            decode + "`--gen-subset test`; detokenised with `fairseq_syntax.syntax.detokenize` "
-            "(the glue table of `examples/multi30k/prepare.sh`) for sacreBLEU BLEU and chrF against the raw references; RIBES on spaCy tokens.",
+            decode + "each test set's subset; detokenised with the corpus's detokenizer "
+            "(the glue table of its `prepare.sh`) for sacreBLEU BLEU and chrF against the raw "
+            "references; RIBES on tokenised text.",
         ]
     sigs = [(r["scores"].get("bleu_signature"), r["scores"].get("chrf_signature")) for r in runs]
     bleu_sig = next((b for b, _ in sigs if b), "")
@@ -203,33 +231,43 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         *(convergence_lines(by_key.get(BACKBONE, [])) if synthetic else []),
         "",
     ]
-    marked = False
-    if rows:
-        table, marked = results_table(rows, by_key, COLUMNS[corpus_name], BACKBONE)
-        lines += table
+    tests = test_names(runs)
+    lines += [f"* Test sets: {', '.join(f'`{t}`' for t in tests)}." if tests else "",
+              SIGNIFICANCE_NOTE, ""]
+    decode_only = {key for m in methods for key, _ in m.variants}  # a trained row's curve
+    for family_rows, backbone, name in ((rows, BACKBONE, "RNN family"),
+                                        (transformer_rows, TRANSFORMER_BACKBONE,
+                                         "Transformer family")):
+        if not family_rows:
+            continue
+        if backbone == TRANSFORMER_BACKBONE:
+            lines += transformer_recipe_lines(corpus_name, family_rows, by_key, args)
+        else:
+            lines += [f"### {name}", ""]
+        lines += results_table(family_rows, by_key, columns_of(corpus_name, tests,
+                                                              family[family_rows[0]]))
+        lines += ["", f"Difference from `{backbone}` (method − backbone; 95 % interval):", ""]
+        lines += significance_table([k for k in family_rows if k != backbone], comparisons,
+                                    tests, paired_scores(corpus_name))
+        if figures_dir:
+            lines += section_figures(figures_dir, section_name(args), name, backbone,
+                                     [k for k in family_rows if k not in decode_only],
+                                     by_key, comparisons, tests, corpus_name)
+        lines.append("")
     base = next((r["scores"]["baselines"] for r in runs if r["scores"].get("baselines")), None)
     if base:
-        lines += ["", f"Branching baselines on the same test trees (DA / UA): left-branching "
-                      f"{base['left DA']:.1f} / {base['left UA']:.1f}, right-branching "
-                      f"{base['right DA']:.1f} / {base['right UA']:.1f}."]
-    if transformer_rows:
-        block, t_marked = transformer_section(corpus_name, transformer_rows, by_key, args)
-        lines += ["", *block]
-        marked |= t_marked
-    decode_only = {key for m in methods for key, _ in m.variants}  # a trained row's curve
+        lines += [f"Branching baselines on the same test trees (DA / UA): left-branching "
+                  f"{base['left DA']:.1f} / {base['left UA']:.1f}, right-branching "
+                  f"{base['right DA']:.1f} / {base['right UA']:.1f}.", ""]
+    lines += seed_table(comparisons, tests, paired_scores(corpus_name))
     lines += epoch_table([k for k in every_row if k not in decode_only], by_key)
     lines += [
         "",
         "Cells: mean ± sample standard deviation (numpy `std(ddof=1)`) over the `seeds` runs of "
-        "the row; a single run gives its value alone. **Bold**: the mean differs from "
-        f"`{BACKBONE}`'s" + (f" (Transformer table: `{TRANSFORMER_BACKBONE}`'s)"
-                             if transformer_rows else "")
-        + " by more than 2 standard deviations (the larger of the two; only where "
-        "both rows have ≥ 2 seeds" + ("" if marked else "; no cell here") + "). "
-        "`not run yet`: a selected method without a record with these settings. `train s`: mean "
-        "wall seconds of `fairseq-train` (machine shared, not a speed measurement; see "
-        "`fairseq-syntax-benchmark`). Each record names its folder of logs, checkpoint and "
-        "outputs (`run_dir`).",
+        "the row; a single run gives its value alone. `not run yet`: a selected method without "
+        "a record with these settings. `train s`: mean wall seconds of `fairseq-train` "
+        "(machine shared, not a speed measurement; see `fairseq-syntax-benchmark`). Each record "
+        "names its folder of logs, checkpoint and outputs (`run_dir`).",
     ]
     if failures:
         lines += ["", "Runs that failed in the invocation that wrote this section (no record): "
@@ -255,18 +293,10 @@ def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[str]
     return lines
 
 
-def results_table(rows: Sequence[str], by_key: Dict[str, List[dict]], columns, backbone: str
-                  ) -> Tuple[List[str], bool]:
-    """Markdown lines of the table of ``rows`` (cells: mean ± sd over the seeds, bold where
-    the mean differs from ``backbone``'s) and whether a cell is bold."""
+def results_table(rows: Sequence[str], by_key: Dict[str, List[dict]], columns) -> List[str]:
+    """Markdown lines of the table of ``rows``: each cell the mean ± sd over the seeds."""
     head = ["method", "seeds", *(c[0] for c in columns), "train s"]
     lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
-
-    def stats(key: str, name: str) -> Optional[Stat]:
-        recs = by_key.get(key)
-        return Stat.of([r["scores"].get(name) for r in recs]) if recs else None
-
-    marked = False
     for key in rows:
         recs = by_key.get(key)
         if not recs:
@@ -274,31 +304,123 @@ def results_table(rows: Sequence[str], by_key: Dict[str, List[dict]], columns, b
             continue
         cells = [f"`{key}`", str(len(recs))]
         for _, names, digits in columns:
-            parts = []
-            for name in names:
-                base = stats(backbone, name) if key != backbone else None
-                stat = stats(key, name)
-                marked |= differs(stat, base)
-                parts.append(fmt_stat(stat, digits, base))
+            parts = [fmt_stat(Stat.of([score_of(r, name, test) for r in recs]), digits)
+                     for name, test in names]
             cells.append(" / ".join(parts) if any(p != "–" for p in parts) else "–")
-        train = Stat.of([r["scores"].get("train_seconds") for r in recs])
-        cells.append(fmt(train.mean, 0))
+        cells.append(fmt(Stat.of([r["scores"].get("train_seconds") for r in recs]).mean, 0))
         lines.append("| " + " | ".join(cells) + " |")
-    return lines, marked
+    return lines
 
 
-# the Transformer tables' columns: the RNN's, with tokenised BLEU on Multi30k
-TRANSFORMER_COLUMNS = {
-    "synthetic": COLUMNS["synthetic"],
-    "multi30k": [COLUMNS["multi30k"][0], ("tok. BLEU", ["bleu_tok"], 2),
-                 *COLUMNS["multi30k"][1:]],
-}
+SIGNIFICANCE_NOTE = (
+    "* Differences from the backbone: per seed, sacreBLEU's paired bootstrap resampling "
+    "(`sacrebleu.significance.PairedTest`, 1000 resamples of the test sentences, seed 12345) of "
+    "the method's translations against its backbone's of the same training seed: Δ, its 95 % "
+    "interval over the resamples, and p. A cell gives the mean Δ over the seeds with a "
+    "Student-t 95 % interval (one seed: that seed's bootstrap interval) and how many seeds "
+    "had p < 0.05. **Bold**: significant (the interval over ≥ 2 seeds excludes 0; one seed: "
+    "p < 0.05, marked † as one training run). Otherwise no difference is shown. Runs without "
+    "kept translations (records of version 1) are not tested.")
 
 
-def transformer_section(corpus_name: str, rows: Sequence[str], by_key: Dict[str, List[dict]],
-                        args) -> Tuple[List[str], bool]:
-    """The Transformer family's part of the corpus section: its recipe, one training
-    command, and its table (bold against ``syntax_transformer``)."""
+def comparison_cell(by_seed: Dict[int, Delta]) -> str:
+    """One significance cell: mean Δ [interval] over seeds, seeds with p < 0.05."""
+    if not by_seed:
+        return "–"
+    deltas = [by_seed[s] for s in sorted(by_seed)]
+    if len(deltas) == 1:
+        d = deltas[0]
+        text = f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] p={d.p:.3f}"
+        return f"**{text}** †" if d.significant else text
+    mean = seed_mean([d.delta for d in deltas])
+    text = f"{mean.mean:+.2f} [{mean.low:+.2f}, {mean.high:+.2f}]"
+    hits = sum(d.significant for d in deltas)
+    return (f"**{text}**" if mean.significant else text) + f" ({hits}/{len(deltas)})"
+
+
+def significance_table(rows: Sequence[str], comparisons: Comparisons, tests: Sequence[str],
+                       scores: Sequence[str]) -> List[str]:
+    """A row per method: its difference from the backbone for every test set and score."""
+    cols = [(t, s) for t in tests for s in scores]
+    lines = ["| method | " + " | ".join(f"Δ {SCORE_NAMES[s]} {test_label(t)}" for t, s in cols)
+             + " |", "| --- |" + " ---: |" * len(cols)]
+    for key in rows:
+        lines.append(f"| `{key}` | " + " | ".join(
+            comparison_cell(comparisons.get((key, t, s), {})) for t, s in cols) + " |")
+    return lines
+
+
+SCORE_NAMES = {"bleu": "BLEU", "chrf": "chrF", "agreement": "agreement"}
+
+
+def seed_table(comparisons: Comparisons, tests: Sequence[str], scores: Sequence[str]
+               ) -> List[str]:
+    """Every paired test: method, seed, test set, and per score Δ [interval] p."""
+    keys = sorted({(k, seed) for (k, _, _), by_seed in comparisons.items() for seed in by_seed})
+    if not keys:
+        return []
+    lines = ["Each paired test (method against its backbone, same seed; Δ [95 % interval] p):",
+             "", "| method | seed | test set | " + " | ".join(f"Δ {SCORE_NAMES[s]}" for s in scores)
+             + " |", "| --- | ---: | --- |" + " ---: |" * len(scores)]
+    for key, seed in keys:
+        for t in tests:
+            cells = []
+            for s in scores:
+                d = comparisons.get((key, t, s), {}).get(seed)
+                cells.append("–" if d is None else
+                             f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] {d.p:.3f}")
+            if any(c != "–" for c in cells):
+                lines.append(f"| `{key}` | {seed} | {t} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def section_figures(figures_dir: str, section: str, family: str, backbone: str,
+                    rows: Sequence[str], by_key: Dict[str, List[dict]],
+                    comparisons: Comparisons, tests: Sequence[str], corpus_name: str
+                    ) -> List[str]:
+    """The family's learning curves and, per test set, its Δ chart (PNG files in
+    ``figures_dir``); the Markdown lines that embed them (paths relative to the results
+    file, which lies in the folder above ``figures_dir``)."""
+    from fairseq_syntax.evaluation.figures import delta_chart, learning_curves
+
+    os.makedirs(figures_dir, exist_ok=True)
+    stem = f"{section}-{'rnn' if family.startswith('RNN') else 'transformer'}"
+    where = os.path.basename(os.path.normpath(figures_dir))
+    lines = []
+    curves = {k: [r["scores"]["valid_ppl_by_epoch"] for r in by_key.get(k, [])
+                  if r["scores"].get("valid_ppl_by_epoch")] for k in rows}
+    curves = {k: v for k, v in curves.items() if v}
+    if curves:
+        name = f"{stem}-valid-ppl.png"
+        learning_curves(os.path.join(figures_dir, name),
+                        f"{section}, {family}: valid ppl per epoch", curves)
+        lines += ["", f"![valid ppl per epoch, {family}]({where}/{name})"]
+    score = "agreement" if corpus_name == "synthetic" else "bleu"
+    for t in tests:
+        bars = []
+        for k in rows:
+            by_seed = comparisons.get((k, t, score), {})
+            if k == backbone or not by_seed:
+                continue
+            deltas = [by_seed[s] for s in sorted(by_seed)]
+            if len(deltas) == 1:
+                d = deltas[0]
+                bars.append((f"{k} (1)", d.delta, d.low, d.high, d.significant))
+            else:
+                m = seed_mean([d.delta for d in deltas])
+                bars.append((f"{k} ({m.n})", m.mean, m.low, m.high, m.significant))
+        if bars:
+            name = f"{stem}-{t}-delta-{score}.png"
+            delta_chart(os.path.join(figures_dir, name),
+                        f"{section}, {family}, {t}: Δ {SCORE_NAMES[score]} against {backbone}",
+                        bars, f"Δ {SCORE_NAMES[score]} (95 % interval; seeds)")
+            lines += ["", f"![Δ {SCORE_NAMES[score]} on {t}, {family}]({where}/{name})"]
+    return lines
+
+
+def transformer_recipe_lines(corpus_name: str, rows: Sequence[str],
+                             by_key: Dict[str, List[dict]], args) -> List[str]:
+    """The Transformer family's heading, its recipe and one training command."""
     r = args.transformer
     budget = " and ".join([*([f"{r['updates']} updates"] if r["updates"] else []),
                            *([f"{r['epochs']} epochs"] if r["epochs"] else [])])
@@ -329,17 +451,14 @@ def transformer_section(corpus_name: str, rows: Sequence[str], by_key: Dict[str,
     if example and example.get("commands", {}).get("train"):
         lines += ["* Training command of one run:", "", "```bash",
                   example["commands"]["train"], "```", ""]
-    if corpus_name == "multi30k":
-        lines.append("* tok. BLEU: sacreBLEU with `tokenize='none'` of the spaCy-tokenised "
-                     "hypotheses against the spaCy-tokenised references (`tok/`), the figure "
+    if corpus_name != "synthetic":
+        lines.append("* tok. BLEU: sacreBLEU with `tokenize='none'` of the tokenised "
+                     "hypotheses against the tokenised references (`tok/`), the figure "
                      "fairseq-generate's BLEU4 line computes, comparable with published "
-                     "tokenised Multi30k results; BLEU: detokenised sacreBLEU as above.")
+                     "tokenised results; BLEU: detokenised sacreBLEU as above.")
     lines.append("* DA / UA: of the trees `sa_transformer` induces (its first tree head of the "
-                 "highest tree layer); bold: against `syntax_transformer`.")
-    lines.append("")
-    table, marked = results_table(rows, by_key, TRANSFORMER_COLUMNS[corpus_name],
-                                  TRANSFORMER_BACKBONE)
-    return lines + table, marked
+                 "highest tree layer).")
+    return lines + [""]
 
 
 HEADER = """# Results
@@ -353,7 +472,7 @@ by hand. How to reproduce: README.md, "Results".
 def section_name(args) -> str:
     """The corpus's section of the results file and its records' folder: ``CORPUS``, or
     ``CORPUS-gpu`` for runs trained on the GPU (other numerics and wall times)."""
-    return args.corpus + ("-gpu" if args.gpu else "")
+    return args.corpus_name + ("-gpu" if args.gpu else "")
 
 
 def update_results(path: str, corpus: str, body: str) -> None:

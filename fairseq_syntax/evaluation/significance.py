@@ -1,0 +1,114 @@
+"""Is a method's score different from its backbone's? Paired bootstrap resampling over
+the test sentences (Koehn 2004), as the papers test it, through sacreBLEU's own
+``PairedTest``; and the mean difference over training seeds.
+
+Per seed and test set: Δ = score(method) - score(backbone), PairedTest's p (its
+two-sided paired bootstrap test) and Δ's 95 % interval over the very resamples PairedTest
+draws (sacreBLEU seeds each comparison with ``SACREBLEU_SEED``, 12345 by default, so the
+same sentence indices; the 2.5th and 97.5th percentiles, as sacreBLEU's ``estimate_ci``
+takes them). Over seeds: the mean Δ with a Student-t 95 % interval."""
+import math
+from dataclasses import asdict, dataclass
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+
+N_SAMPLES = 1000  # bootstrap resamples (sacreBLEU's default for ``bs``)
+ALPHA = 0.05
+# Student-t 0.975 quantiles by degrees of freedom (seeds - 1); beyond 10, the normal's.
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+        9: 2.262, 10: 2.228}
+
+
+@dataclass
+class Delta:
+    """One paired comparison: Δ of the method over the backbone, its 95 % interval, p."""
+
+    delta: float
+    low: float
+    high: float
+    p: float
+
+    @property
+    def significant(self) -> bool:
+        """p < 0.05 and the interval excludes 0 (PairedTest gives p = 1/1001 for two
+        systems whose every resample scores the same, e.g. identical translations)."""
+        return self.p < ALPHA and (self.low > 0 or self.high < 0)
+
+    def to_json(self) -> dict:
+        return {k: round(v, 4) for k, v in asdict(self).items()}
+
+
+def make_metric(name: str, tokenize: str = "13a"):
+    """The sacreBLEU metric object of ``name``: ``bleu`` (with sacreBLEU's ``tokenize``),
+    ``chrf``, or ``agreement`` (:class:`~.agreement.AgreementMetric`)."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    if name == "bleu":
+        return BLEU(tokenize=tokenize)
+    if name == "chrf":
+        return CHRF()
+    if name == "agreement":
+        from .agreement import AgreementMetric
+
+        return AgreementMetric()
+    raise ValueError(f"no paired test for the score {name!r} (bleu, chrf, agreement)")
+
+
+def paired_deltas(metric_name: str, backbone: Sequence[str], systems: Dict[str, Sequence[str]],
+                  references: Sequence[str], tokenize: str = "13a",
+                  n_samples: int = N_SAMPLES) -> Dict[str, Delta]:
+    """Each system of ``systems`` (name -> hypotheses) against ``backbone`` on one test
+    set: sacreBLEU's ``PairedTest(test_type="bs")``, and Δ's interval on its resamples."""
+    from sacrebleu.significance import PairedTest
+
+    refs = [list(references)]
+    for name, hyps in [("backbone", backbone), *systems.items()]:
+        if len(hyps) != len(references):
+            raise ValueError(f"{name}: {len(hyps)} hypotheses for {len(references)} references")
+    metric = make_metric(metric_name, tokenize)
+    test = PairedTest([("backbone", list(backbone)), *((k, list(v)) for k, v in systems.items())],
+                      {metric_name: metric}, refs, test_type="bs", n_samples=n_samples)
+    _, results = test()
+    score_name = next(k for k in results if k != "System")
+    base = results[score_name][0].score
+    # the resamples _paired_bs_test draws for every system: default_rng(seed).choice(...)
+    idxs = np.random.default_rng(test._seed or None).choice(
+        len(references), size=(n_samples, len(references)), replace=True)
+    base_stats = np.array(metric._extract_corpus_statistics(list(backbone), refs), dtype="float32")
+    base_scores = np.array([metric._compute_score_from_stats(s.sum(0)).score
+                            for s in base_stats[idxs]])
+    out = {}
+    for name, result in zip(results["System"][1:], results[score_name][1:]):
+        stats = np.array(metric._extract_corpus_statistics(list(systems[name]), refs),
+                         dtype="float32")
+        diffs = np.sort(np.array([metric._compute_score_from_stats(s.sum(0)).score
+                                  for s in stats[idxs]]) - base_scores)
+        cut = len(diffs) // 40
+        out[name] = Delta(result.score - base, float(diffs[cut]),
+                          float(diffs[len(diffs) - cut - 1]), float(result.p_value))
+    return out
+
+
+@dataclass
+class SeedMean:
+    """The mean Δ over seeds and its Student-t 95 % interval (None under 2 seeds)."""
+
+    mean: float
+    low: Optional[float]
+    high: Optional[float]
+    n: int
+
+    @property
+    def significant(self) -> bool:
+        return self.low is not None and (self.low > 0 or self.high < 0)
+
+
+def seed_mean(deltas: Sequence[float]) -> SeedMean:
+    values = np.asarray(list(deltas), dtype=float)
+    mean = float(values.mean())
+    if len(values) < 2:
+        return SeedMean(mean, None, None, len(values))
+    half = T975.get(len(values) - 1, 1.960) * float(values.std(ddof=1)) / math.sqrt(len(values))
+    return SeedMean(mean, mean - half, mean + half, len(values))
+

@@ -1,0 +1,68 @@
+"""Each method against its own backbone, per seed and test set: the paired bootstrap tests
+of :mod:`fairseq_syntax.evaluation.significance` on the translations kept beside the run
+records, cached in ``RESULTS_DIR/significance.json`` (a table renders again without the
+corpus's references, and without testing again)."""
+import hashlib
+import json
+import os
+from typing import Dict, List, Optional, Tuple
+
+from fairseq_syntax.evaluation.corpus import Corpus
+from fairseq_syntax.evaluation.significance import N_SAMPLES, Delta, paired_deltas
+
+from .records import hypotheses_path, read_hypotheses
+from .tools import write_atomically
+
+CACHE = "significance.json"
+# (method key, test set, score) -> {seed: Delta}
+Comparisons = Dict[Tuple[str, str, str], Dict[int, Delta]]
+
+
+def paired_scores(corpus_name: str) -> List[str]:
+    """The scores tested: BLEU and chrF, and the synthetic corpus's agreement."""
+    return ["bleu", "chrf", *(["agreement"] if corpus_name == "synthetic" else [])]
+
+
+def compare_methods(by_key: Dict[str, List[dict]], backbone_of: Dict[str, str],
+                    corpus_name: str, corpus: Optional[Corpus], results_dir: str,
+                    tokenize: str = "13a") -> Comparisons:
+    """The paired tests of every method (``backbone_of``: method key -> its backbone's key)
+    against its backbone on every seed both have translations for. A test not in the
+    cache runs when ``corpus`` (its references) is given, else it is left out."""
+    cache_path = os.path.join(results_dir, CACHE)
+    cache = json.load(open(cache_path, encoding="utf-8")) if os.path.exists(cache_path) else {}
+    hyps = {}
+
+    def translations(record: dict) -> Optional[dict]:
+        path = record.get("path")
+        if path not in hyps:
+            hyps[path] = read_hypotheses(path) if path and os.path.exists(
+                hypotheses_path(path)) else None
+        return hyps[path]
+
+    out: Comparisons = {}
+    added = False
+    for key, backbone in backbone_of.items():
+        base = {int(r["seed"]): r for r in by_key.get(backbone, [])}
+        for record in by_key.get(key, []):
+            seed = int(record["seed"])
+            mine, theirs = translations(record), base.get(seed) and translations(base[seed])
+            if not mine or not theirs:
+                continue
+            for test in sorted(set(mine) & set(theirs)):
+                for score in paired_scores(corpus_name):
+                    digest = hashlib.sha1(json.dumps(
+                        [corpus_name, test, score, tokenize, N_SAMPLES, theirs[test], mine[test]],
+                        ensure_ascii=False).encode("utf-8")).hexdigest()
+                    if digest not in cache:
+                        if corpus is None:
+                            continue
+                        refs = corpus.references(corpus.test_set(test))
+                        delta = paired_deltas(score, theirs[test], {key: mine[test]}, refs,
+                                              tokenize)[key]
+                        cache[digest] = delta.to_json()
+                        added = True
+                    out.setdefault((key, test, score), {})[seed] = Delta(**cache[digest])
+    if added:
+        write_atomically(cache_path, json.dumps(cache, indent=0, sort_keys=True) + "\n")
+    return out

@@ -6,7 +6,8 @@ torch op at exit; CPython < 3.14 ends such a thread with ``pthread_exit``, whose
 through torch's C++ aborts the whole process ("terminate called without an active
 exception", exit status -6) after the last checkpoint is saved. At exit, each live consumer
 is told to stop after the batch it holds, its queue is drained so it never blocks, and it
-is joined.
+is joined. fairseq gives its prefetch thread no stop, hence the private fields; a process
+without a live prefetch thread at exit is left alone (``docs/design.md`` §8).
 """
 import atexit
 import queue

@@ -49,7 +49,7 @@ def test_distances_equal_networkx_shortest_paths(lengths, seed):
 
 
 def word_level_reference(word_heads, counts):
-    """The distance matrix over pieces + eos by its definition (DESIGN.md section 2), from
+    """The distance matrix over pieces + eos by its definition (docs/design.md §3.3), from
     networkx shortest paths over the *word* tree: pieces of words a and b at d(a, b), eos
     at EOS_DISTANCE from every piece and 0 from itself."""
     graph = nx.Graph()

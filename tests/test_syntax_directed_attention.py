@@ -460,7 +460,7 @@ def test_syntax_model_without_distances_names_the_fix():
 
 @pytest.mark.parametrize("arch", ["sdatt_syntax", "sdatt_double_syntax"])
 def test_eos_is_outside_the_neighbourhood_but_in_the_global_context(arch):
-    """Word-level distances (DESIGN.md section 2): with n = 4 every word of "The
+    """Word-level distances (docs/design.md §3.3): with n = 4 every word of "The
     un·believ·able dog barked" is in the neighbourhood of "able" (a piece of the middle
     word), eos is not; the double context's global weights still cover eos."""
     heads = torch.tensor([project_heads_to_subwords([2, 2, 3, -1], [1, 3, 1, 1])])

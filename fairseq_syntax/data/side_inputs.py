@@ -1,4 +1,4 @@
-"""The side inputs a batch can carry, in one table (DESIGN.md section 2).
+"""The side inputs a batch can carry, in one table (docs/design.md §3.2, §3.5).
 
 A model or criterion names what it needs with its class method ``side_inputs(cfg)``: a
 set of the names of :data:`SIDE_INPUTS`. The ``syntax_translation`` task loads them, the

@@ -14,7 +14,7 @@ class SyntaxLanguagePairDataset(LanguagePairDataset):
 
     Per sentence (``n`` subword tokens, then eos), optionally:
 
-    * ``heads``: ``n + 1`` head indices (``-1`` for the root; DESIGN.md section 2);
+    * ``heads``: ``n + 1`` head indices (``-1`` for the root; docs/design.md §3.4);
     * ``words``: ``n + 1`` word indices (the word of each token, ``-1`` for eos);
     * ``tree``: the binary tree, ``2 (n - 1)`` children (or empty);
     * ``alignments``: the flat ``[2k]`` source-target links of fairseq's align file.

@@ -66,7 +66,7 @@ def tree_distances(heads: torch.Tensor) -> torch.Tensor:
 
 
 def word_distances(heads: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
-    """Distances between words spread to their pieces, ``[B, N, N]`` int16 (DESIGN.md §2).
+    """Distances between words spread to their pieces, ``[B, N, N]`` int16 (docs/design.md §3.3).
 
     ``heads`` ``[B, N]`` the projected heads side-file, ``words`` ``[B, N]`` each piece's word
     (:data:`EOS_WORD`, :data:`WORD_PAD`).  Pieces of words ``a``, ``b``: ``d(a, b)`` (0 within a

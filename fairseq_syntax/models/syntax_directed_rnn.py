@@ -16,7 +16,7 @@ Paper defaults: ``D = 10``, ``σ = D/2``; ``n = 4``, ``σ = n/2``.  ``M[p_i]`` i
 predictor learns (``--syntax-row nearest``: the nearest row).  ``--syntax-gaussian``: eq. 10's
 Gaussian on the scores or on the weights (default, chosen by measurement, see
 ``DEFAULT_GAUSSIAN_READING``); local-p always multiplies its window softmax (eq. 6).  Distances are between words
-(DESIGN.md §2); eos is outside every neighbourhood but stays in the global context.
+(docs/design.md §3.3); eos is outside every neighbourhood but stays in the global context.
 """
 from dataclasses import dataclass, field
 from typing import Optional

@@ -3,8 +3,8 @@
 Both re-weight the Luong scores around a predicted position ``p_i = J · sigmoid(vᵀ tanh(W_p h_i))``
 (Chen et al. eq. 5), ``J`` the index of ``eos``: ``p_i ∈ [0, J]`` without clamping.  ``eos`` is a
 legitimate centre (unaligned words align to it) but no word: at
-:data:`~fairseq_syntax.data.tree_tensors.EOS_DISTANCE` from every word (DESIGN.md §2), so an SDAtt
-centre at ``eos`` sees ``eos`` alone.  Functions give the weights; :class:`LocalPWeights` and
+:data:`~fairseq_syntax.data.tree_tensors.EOS_DISTANCE` from every word (docs/design.md §3.3), so an
+SDAtt centre at ``eos`` sees ``eos`` alone.  Functions give the weights; :class:`LocalPWeights` and
 :class:`SyntaxDirectedWeights` add the predictor; :class:`LocalAttentionLayer` is the
 single-context layer (double context: :mod:`~fairseq_syntax.modules.double_context`).
 """

@@ -1,7 +1,7 @@
 """Matrix-tree marginals of single-root non-projective dependency trees, batched and masked.
 
 ``P(tree) ∝ exp(Σ_{h→m} s[h, m] + r[root])``; Koo et al. (2007) §3.3, Tran & Bisk (2018) §3,
-restated in DESIGN.md §1 (the paper's text lost the equations)::
+restated in docs/design.md §6 (the paper's text lost the equations)::
 
     A = exp(s) off the diagonal;  L = diag(Σ_h A[h, m]) - A;  L̂ = L, row f := exp(r);  Z = det L̂
     P(h → m) = A[h,m]·(1-δ(m,f))·L̂⁻¹[m,m] - A[h,m]·(1-δ(h,f))·L̂⁻¹[m,h]

@@ -1,8 +1,8 @@
 """Binary Tree-LSTM over phrase trees (Eriguchi et al. 2016, eq. 11; Tai et al. 2015).
 
-Trees as in DESIGN.md §2: ``tree [B, M, 2]`` rows ``(left, right)``, leaves ``0 .. n-1``, internal
-node ``k`` is ``n + k``, children first, padding rows ``-1`` (no parse: padding only).  One batched
-evaluation of eq. 11 per tree level (height), over all sentences: no loop over nodes.
+Trees as in docs/design.md §3.4: ``tree [B, M, 2]`` rows ``(left, right)``, leaves ``0 .. n-1``,
+internal node ``k`` is ``n + k``, children first, padding rows ``-1`` (no parse: padding only).  One
+batched evaluation of eq. 11 per tree level (height), over all sentences: no loop over nodes.
 """
 from typing import List, NamedTuple, Tuple
 

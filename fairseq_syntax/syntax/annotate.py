@@ -1,5 +1,5 @@
 """One source sentence as the side-files store it, shared by ``fairseq-syntax-preprocess`` and raw
-``fairseq-interactive`` input (DESIGN.md §2).
+``fairseq-interactive`` input (docs/design.md §3.1).
 
 Words are encoded one by one (:func:`encode_words`); :func:`annotate` projects the word-level
 parse onto the pieces: ``heads`` (eos last), ``words`` (:data:`EOS_WORD` for eos), ``tree``

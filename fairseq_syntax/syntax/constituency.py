@@ -1,5 +1,5 @@
 """PTB-style bracketed constituency parses: reading, checking, and binarising them into the
-word-level binary tree of the ``tree`` side-file (DESIGN.md section 2).
+word-level binary tree of the ``tree`` side-file (docs/design.md §4).
 
 A bracketed parse is one line such as ``(ROOT (S (NP (DT the) (NN dog)) (VP (VBD saw))
 (. .)))``: ``(`` label children ``)``, where a child is a constituent or a word (a leaf).

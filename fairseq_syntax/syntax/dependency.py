@@ -104,7 +104,7 @@ def project_heads_to_subwords(
 ) -> List[int]:
     """Project a word-level tree onto subword pieces plus fairseq's final eos.
 
-    DESIGN.md section 2: the first piece of a word stands for the word, so its head is the
+    docs/design.md §3.4: the first piece of a word stands for the word, so its head is the
     first piece of the word's head (``-1`` for the root word); the word's other pieces
     attach to its first piece; one extra final position, fairseq's ``eos``, attaches to
     the root word's first piece. The result has ``sum(pieces_per_word) + 1`` entries and
@@ -156,7 +156,7 @@ def binarize_head_outward(heads: Sequence[int]) -> np.ndarray:
     Every phrase is a contiguous span when the tree is projective. The side-files apply it
     to the word-level tree and then hang each word's subword pieces below the word
     (:func:`subword_binary_tree`, :func:`hang_pieces_below_words`), so that phrases are
-    word phrases (DESIGN.md section 2).
+    word phrases (docs/design.md §4).
 
     Iterative (explicit stack): no recursion limit for long sentences.
     """
@@ -229,7 +229,7 @@ def check_binary_tree(rows, n: int, what: str = "binary tree") -> np.ndarray:
 
 
 def hang_pieces_below_words(word_tree, pieces_per_word: Sequence[int]) -> np.ndarray:
-    """Binary tree over subword pieces from a binary tree over words (DESIGN.md section 2).
+    """Binary tree over subword pieces from a binary tree over words (docs/design.md §4).
 
     ``word_tree``: any binary tree over the ``W`` words, ``[W - 1, 2]`` as
     :func:`binarize_head_outward` returns it (leaves ``0 .. W-1``, row ``k`` is node
@@ -279,7 +279,7 @@ def _hang_pieces(word_tree: np.ndarray, counts: List[int]) -> np.ndarray:
 
 
 def subword_binary_tree(word_heads: Sequence[int], pieces_per_word: Sequence[int]) -> np.ndarray:
-    """The binary tree side-file row of a dependency tree (DESIGN.md section 2): the
+    """The binary tree side-file row of a dependency tree (docs/design.md §4): the
     word-level tree binarised head-outward (:func:`binarize_head_outward`), then each
     word's pieces hung below it (:func:`hang_pieces_below_words`). ``[n - 1, 2]`` int64
     over the ``n`` subword pieces (eos excluded)."""

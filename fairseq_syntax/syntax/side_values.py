@@ -1,4 +1,4 @@
-"""The special values of the side tensors (DESIGN.md section 2): padding, eos, root.
+"""The special values of the side tensors (docs/design.md §3.2): padding, eos, root.
 
 Torch-free, so that the collater (``data/``) and the layers that read the tensors
 (``modules/``) share them without ``modules/`` importing ``data/``.
@@ -18,7 +18,7 @@ PAD_DISTANCE = 10_000
 real path length, so a test "within syntax distance n" excludes padding by itself."""
 
 EOS_DISTANCE = 1_000
-"""Distance between ``eos`` and every subword token (DESIGN.md section 2: eos is not a
+"""Distance between ``eos`` and every subword token (docs/design.md §3.3: eos is not a
 word, it is farther from every word than any window). It exceeds every window a model
 uses (syntax-directed attention refuses a syntax distance ``n >= EOS_DISTANCE``) and is
 below :data:`PAD_DISTANCE`; ``eos`` is at distance 0 from itself. Only the distances are

@@ -92,7 +92,7 @@ class SyntaxTranslationConfig(TranslationConfig):
 @register_task("syntax_translation", dataclass=SyntaxTranslationConfig)
 class SyntaxTranslationTask(TranslationTask):
     """Translation whose batches carry source dependency heads, tree-distance matrices,
-    binary trees and word alignments (DESIGN.md section 2).
+    binary trees and word alignments (docs/design.md §3).
 
     A side input (:data:`~fairseq_syntax.data.side_inputs.SIDE_INPUTS`) is loaded when
     its option is given or when the model or the criterion (built before the data is

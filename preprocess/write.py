@@ -278,7 +278,9 @@ def write_model_and_manifest(args, staging: str, splits: Sequence[SplitData],
     manifest beside it."""
     import sentencepiece as spm
 
-    from fairseq_syntax.data.side_files import MANIFEST
+    from fairseq_syntax.data.side_files import (
+        MANIFEST, SIDE_FILE_SHA256, SPM_SHA256, file_sha256, side_file_checksums,
+    )
 
     shutil.copyfile(model_path, os.path.join(staging, SPM_MODEL_NAME))
     sp = spm.SentencePieceProcessor(model_file=model_path)
@@ -286,6 +288,10 @@ def write_model_and_manifest(args, staging: str, splits: Sequence[SplitData],
                   else "trained on " + " + ".join(
                       os.path.abspath(p) for p in (splits[0].files.source, splits[0].files.target)))
     manifest = build_manifest(args, splits, encoded, sp, spm_source, trained, parser)
+    # what fairseq-interactive and the task check the data-bin's files against
+    manifest[SPM_SHA256] = file_sha256(os.path.join(staging, SPM_MODEL_NAME))
+    manifest[SIDE_FILE_SHA256] = side_file_checksums(
+        staging, [e.name for e in encoded], args.source_lang, args.target_lang)
     with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2, ensure_ascii=False)
         f.write("\n")

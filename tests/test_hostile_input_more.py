@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -236,3 +237,140 @@ def test_force_refuses_a_folder_that_is_not_a_data_bin(corpus, tmp_path, capsys)
     code, err = _run_in_process(_preprocess_args(corpus, dest, "--force-non-data-bin"), capsys)
     assert code == 2 and err.strip().endswith(
         f"{PROG}: error: --force-non-data-bin needs --force")
+
+
+# ------------------------------------------------------------------ 4, 6. fairseq-interactive
+
+
+@pytest.fixture(scope="module")
+def checkpoint(synthetic_databin, tmp_path_factory):
+    """A tiny attentional_rnn after one update (plumbing, not quality)."""
+    save = tmp_path_factory.mktemp("hostile_more_ckpt")
+    run_cli(train_args(synthetic_databin, save, updates=1))
+    return save / "checkpoint_last.pt"
+
+
+def _interactive(databin, checkpoint, text, *extra):
+    return run_cli(["fairseq-interactive", str(databin), "--user-dir", USER_DIR,
+                    "--task", "syntax_translation", "--path", str(checkpoint), "--cpu", *extra],
+                   check=False, input=text)
+
+
+def _other_spm_model(synthetic_raw, tmp_path):
+    import sentencepiece as spm
+
+    prefix = str(tmp_path / "other")
+    spm.SentencePieceTrainer.train(input=f"{synthetic_raw}/train.en", model_prefix=prefix,
+                                   vocab_size=60, hard_vocab_limit=False, minloglevel=2)
+    return tmp_path / "other.model"
+
+
+def _sha256(path):
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_interactive_refuses_a_missing_spm_model(databin, checkpoint):
+    (databin / "spm.model").unlink()
+    proc = _interactive(databin, checkpoint, "some bakers saw a happy rabbit .\n")
+    assert proc.returncode != 0
+    assert "H-0" not in proc.stdout
+    assert proc.stderr.rstrip().splitlines()[-1] == (
+        f"fairseq_syntax.syntax.errors.SyntaxInputError: {databin}/spm.model: the "
+        "sentencepiece model is missing, so raw input cannot be split into the subwords the "
+        "model was trained on: put back the spm.model that fairseq-syntax-preprocess wrote "
+        "into the data-bin, or rebuild the data-bin")
+
+
+def test_raw_input_refuses_a_different_spm_model(databin, synthetic_raw, tmp_path):
+    from argparse import Namespace
+
+    other = _other_spm_model(synthetic_raw, tmp_path)
+    recorded = json.loads((databin / "syntax_manifest.json").read_text())["spm_sha256"]
+    assert recorded == _sha256(databin / "spm.model")
+    expected = (f"sha256 {_sha256(other)[:16]}... is not the {recorded[:16]}... that "
+                f"{databin}/syntax_manifest.json records: not the sentencepiece model that made "
+                "the data-bin, so raw input would become other subwords; use the data-bin's own "
+                "spm.model, or rebuild the data-bin with this model (--spm-model)")
+    # given to fairseq's --bpe sentencepiece
+    task = _setup_task(databin, [])
+    with pytest.raises(ValueError) as err:
+        task.build_bpe(Namespace(bpe="sentencepiece", sentencepiece_model=str(other),
+                                 sentencepiece_enable_sampling=False,
+                                 sentencepiece_alpha=None))
+    assert _one_line(err) == f"{other}: {expected}"
+    # in place of the data-bin's own
+    shutil.copyfile(other, databin / "spm.model")
+    task = _setup_task(databin, [])
+    with pytest.raises(ValueError) as err:
+        task.get_interactive_tokens_and_lengths(["some bakers saw a happy rabbit ."], None)
+    assert _one_line(err) == f"{databin}/spm.model: {expected}"
+
+
+def test_raw_input_of_a_data_bin_without_spm_checksum_is_unchecked(databin, caplog):
+    """A manifest written before the checksum was recorded: the model is used, with a
+    warning that says it is unchecked."""
+    _edit_manifest(databin, lambda m: m.pop("spm_sha256"))
+    task = _setup_task(databin, [])
+    tokens, lengths = task.get_interactive_tokens_and_lengths(["some bakers saw a rabbit ."], None)
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(databin / "spm.model"))
+    pieces = [p for w in "some bakers saw a rabbit .".split() for p in sp.encode(w, out_type=str)]
+    assert task.source_dictionary.string(tokens[0][:-1]).split() == pieces
+    assert lengths == [len(pieces) + 1]
+    assert (f"{databin}/syntax_manifest.json records no sha256 of spm.model (made before it was "
+            f"recorded): {databin}/spm.model is used unchecked") in caplog.text
+
+
+def test_interactive_names_a_line_that_is_not_utf8(synthetic_databin, checkpoint):
+    """Standard input read with surrogateescape (Python's choice under the C locale)."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1",
+               PYTHONIOENCODING="utf-8:surrogateescape")
+    proc = subprocess.run(
+        ["fairseq-interactive", str(synthetic_databin), "--user-dir", USER_DIR,
+         "--task", "syntax_translation", "--path", str(checkpoint), "--cpu"],
+        input=b"some bakers saw a happy rabbit .\nthe caf\xe9 is open .\n", env=env,
+        capture_output=True)
+    stdout, stderr = proc.stdout.decode(), proc.stderr.decode()
+    assert proc.returncode != 0
+    assert re.findall(r"^H-(\d+)\t", stdout, re.M) == ["0"]  # the line before it translated
+    assert stderr.rstrip().splitlines()[-1] == (
+        "fairseq_syntax.syntax.errors.SyntaxInputError: raw input line 2: byte 0xe9 at "
+        "character 8 is not UTF-8 text ('the caf' comes before it): give the input as UTF-8, "
+        "e.g. convert it with iconv -f LATIN1 -t UTF-8")
+
+
+# ------------------------------------------------------------------ 7. tree kind
+
+
+def test_tree_side_file_of_a_ptb_run_is_refused_in_a_dependency_data_bin(corpus, tmp_path,
+                                                                        capsys):
+    """Same corpus, same sentencepiece model: the tree side-files have the same sizes, but
+    the manifest of the dependency data-bin records its own."""
+    from fairseq_syntax.data.side_files import file_sha256
+
+    dep, ptb = tmp_path / "dep", tmp_path / "ptb"
+    assert _run_in_process(_preprocess_args(corpus, dep), capsys)[0] == 0
+    assert _run_in_process(_preprocess_args(corpus, ptb, "--ptb-suffix", "ptb", "--spm-model",
+                                            dep / "spm.model"), capsys)[0] == 0
+    stem = "valid.en-vf.en.tree"
+    assert (dep / f"{stem}.idx").read_bytes() == (ptb / f"{stem}.idx").read_bytes()
+    assert (dep / f"{stem}.bin").read_bytes() != (ptb / f"{stem}.bin").read_bytes()
+    manifest = json.loads((dep / "syntax_manifest.json").read_text())
+    assert manifest["tree_source"] == "dependency"
+    assert manifest["side_file_sha256"][f"{stem}.bin"] == file_sha256(str(dep / f"{stem}.bin"))
+    _setup_task(dep).load_dataset("valid")  # its own trees load
+    shutil.copyfile(ptb / f"{stem}.bin", dep / f"{stem}.bin")
+    task = _setup_task(dep)
+    with pytest.raises(ValueError) as err:
+        task.load_dataset("valid")
+    have, want = file_sha256(str(ptb / f"{stem}.bin")), manifest["side_file_sha256"][f"{stem}.bin"]
+    assert _one_line(err) == (
+        f"{dep}/{stem}.bin: split 'valid', the tree side-file: its sha256 {have[:16]}... is not "
+        f"the {want[:16]}... that syntax_manifest.json records: it is not the file {PROG} wrote "
+        "for this data-bin (whose binary trees are head-outward binarisations of the "
+        'dependency parses, tree_source "dependency"; a tree side-file of another run, e.g. '
+        "one with or without --ptb-suffix, holds other trees); rebuild the data-bin with "
+        f"{PROG} (its syntax_manifest.json records the command)")

@@ -55,23 +55,80 @@ from fairseq_syntax.syntax.subwords import (
 )
 
 from . import side_inputs
-from .side_files import MANIFEST, check_format_version, read_manifest
+from fairseq_syntax.syntax.errors import SyntaxInputError
+
+from .side_files import MANIFEST, SPM_SHA256, check_format_version, file_sha256, read_manifest
 from .side_inputs import SIDE_INPUTS
 from .tree_tensors import BatchRows
 
 logger = logging.getLogger(__name__)
 
 
+_unchecked_warned = set()
+
+
+def check_sentencepiece_model(data_dir: str, manifest: dict, path: Optional[str] = None) -> str:
+    """The data-bin's sentencepiece model (the manifest's ``spm_model``), or ``path`` (a
+    ``--sentencepiece-model`` given), checked against the sha256 the manifest records: a
+    missing or different model would turn raw input into other subwords (mostly
+    ``<unk>``), so it is a :class:`SyntaxInputError` naming the file. A manifest without
+    the checksum (made before it was recorded) is accepted unchecked, with a warning."""
+    name = manifest.get("spm_model", "spm.model")
+    path = path or os.path.join(data_dir, name)
+    manifest_path = os.path.join(data_dir, MANIFEST)
+    if not os.path.isfile(path):
+        raise SyntaxInputError(
+            "the sentencepiece model is missing, so raw input cannot be split into the "
+            f"subwords the model was trained on: put back the {name} that "
+            f"fairseq-syntax-preprocess wrote into the data-bin, or rebuild the data-bin", path)
+    recorded = manifest.get(SPM_SHA256)
+    if recorded is None:
+        if path not in _unchecked_warned:
+            logger.warning("%s records no sha256 of %s (made before it was recorded): %s is "
+                           "used unchecked; another model gives other subwords",
+                           manifest_path, name, path)
+            _unchecked_warned.add(path)
+        return path
+    have = file_sha256(path)
+    if have != recorded:
+        raise SyntaxInputError(
+            f"sha256 {have[:16]}... is not the {recorded[:16]}... that {manifest_path} "
+            "records: not the sentencepiece model that made the data-bin, so raw input "
+            f"would become other subwords; use the data-bin's own {name}, or rebuild the "
+            "data-bin with this model (--spm-model)", path)
+    return path
+
+
 def data_bin_sentencepiece(data_dir: str, manifest: Optional[dict] = None):
     """The data-bin's sentencepiece model (the manifest's ``spm_model``, default
-    ``spm.model``) that encoded its source words one by one; None if it has none."""
+    ``spm.model``) that encoded its source words one by one, checked against its manifest
+    (:func:`check_sentencepiece_model`); None for a data-bin without manifest and model."""
     manifest = read_manifest(data_dir) if manifest is None else manifest
-    path = os.path.join(data_dir, manifest.get("spm_model", "spm.model"))
-    if not os.path.exists(path):
-        return None
+    if manifest:
+        path = check_sentencepiece_model(data_dir, manifest)
+    else:
+        path = os.path.join(data_dir, "spm.model")
+        if not os.path.exists(path):
+            return None
     import sentencepiece as spm
 
     return spm.SentencePieceProcessor(model_file=path)
+
+
+def check_utf8(line: str, number: int) -> None:
+    """Refuse a raw input line that held bytes that are not UTF-8 (decoded with
+    ``surrogateescape``, as Python reads standard input under the C locale, they are lone
+    surrogates that sentencepiece cannot take), naming the line and the byte."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as err:
+        char = line[err.start]
+        byte = (f"byte 0x{ord(char) - 0xDC00:02x}" if 0xDC80 <= ord(char) <= 0xDCFF
+                else f"character U+{ord(char):04X}")
+        raise SyntaxInputError(
+            f"raw input line {number}: {byte} at character {err.start + 1} is not UTF-8 text "
+            f"({line[:err.start][-30:]!r} comes before it): give the input as UTF-8, e.g. "
+            "convert it with iconv -f LATIN1 -t UTF-8") from None
 
 
 @dataclass
@@ -162,6 +219,7 @@ class RawInputAdapter:
         self._regroup_warned = False
         self._word_start_warned = False
         self._tree_source_warned = False
+        self.lines_prepared = 0  # raw input lines seen by prepare(), to name a bad one
 
     def _recorded_parser(self) -> Optional[str]:
         record = (self.manifest.get("parse") or {}).get("parser") or {}
@@ -295,6 +353,9 @@ class RawInputAdapter:
     def prepare(self, lines: Sequence[str], encode_fn, parse: bool) -> List[torch.Tensor]:
         """``get_interactive_tokens_and_lengths``: the token ids of each line, keeping its
         words, subword groups and (with ``parse``) its parse for the later hooks."""
+        for k, line in enumerate(lines):
+            check_utf8(line, self.lines_prepared + k + 1)
+        self.lines_prepared += len(lines)
         sources = self.encode(lines, encode_fn if self.bpe_given else None)
         if parse:
             self.parse(sources)

@@ -18,6 +18,7 @@ Next to fairseq's ``{split}.{src}-{tgt}.{lang}.bin/.idx`` the data-bin holds
 ``syntax_manifest.json`` records ``format_version`` (:data:`FORMAT_VERSION`);
 :func:`check_format_version` refuses side-files of another version.
 """
+import hashlib
 import json
 import os
 import shlex
@@ -222,6 +223,65 @@ def check_side_values(kind: str, values: np.ndarray, sizes: np.ndarray, path: st
         raise SyntaxInputError(
             f"{where}sentence {i}: value {value} at position {position} of {int(sizes[i])} is "
             f"out of range ({rule}); sentences with bad values: {bad_sentences}; {_REBUILD}", path)
+
+
+SIDE_FILE_SHA256 = "side_file_sha256"
+"""Manifest key: ``{file name: sha256}`` of every side-file ``.bin``/``.idx`` (issue 40; a
+manifest of an older run has none, and its side-files are not compared)."""
+SPM_SHA256 = "spm_sha256"
+"""Manifest key: the sha256 of the data-bin's ``spm.model`` (issue 40; none in older runs)."""
+
+TREE_SOURCES = {
+    "dependency": "head-outward binarisations of the dependency parses",
+    "constituency": "binarised bracketed constituency parses (--ptb-suffix)",
+}
+
+
+def file_sha256(path: str) -> str:
+    """The sha256 of a file, hex."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def side_file_checksums(data_dir: str, splits: Iterable[str], src: str, tgt: str) -> dict:
+    """``{file name: sha256}`` of the side-files of ``splits`` in ``data_dir`` (the
+    manifest's :data:`SIDE_FILE_SHA256`)."""
+    out = {}
+    for split in splits:
+        for kind in (HEADS, WORDS, TREE):
+            prefix = side_file_prefix(data_dir, split, src, tgt, kind)
+            for path in (indexed_dataset.index_file_path(prefix),
+                         indexed_dataset.data_file_path(prefix)):
+                out[os.path.basename(path)] = file_sha256(path)
+    return out
+
+
+def check_side_file_checksum(prefix: str, split: str, manifest: dict) -> None:
+    """Refuse a side-file whose ``.bin``/``.idx`` is not the one the manifest records
+    (:data:`SIDE_FILE_SHA256`), e.g. a tree side-file copied from a ``--ptb-suffix`` run
+    into a data-bin of dependency trees. A manifest without checksums (made before they
+    were recorded) is not compared."""
+    recorded = manifest.get(SIDE_FILE_SHA256)
+    if not recorded:
+        return
+    kind = prefix.rsplit(".", 1)[-1]
+    tree_source = manifest.get("tree_source", "dependency")
+    what = (f"whose binary trees are {TREE_SOURCES.get(tree_source, tree_source)}, tree_source "
+            f"{json.dumps(tree_source)}; a tree side-file of another run, e.g. one with or "
+            "without --ptb-suffix, holds other trees" if kind == TREE else "")
+    for path in (indexed_dataset.index_file_path(prefix), indexed_dataset.data_file_path(prefix)):
+        name = os.path.basename(path)
+        have, want = file_sha256(path), recorded.get(name)
+        if have != want:
+            recorded_as = (f"is not the {want[:16]}... that {MANIFEST} records"
+                           if want else f"is not among those {MANIFEST} records")
+            raise SyntaxInputError(
+                f"split '{split}', the {kind} side-file: its sha256 {have[:16]}... {recorded_as}: "
+                f"it is not the file {PREPROCESS} wrote for this data-bin"
+                + (f" ({what})" if what else "") + f"; {_REBUILD}", path)
 
 
 def read_manifest(data_dir: str) -> dict:

@@ -10,7 +10,9 @@ from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import DictConfig, open_dict
 
 from fairseq_syntax.data import side_inputs
-from fairseq_syntax.data.side_files import check_format_version, read_side_file, side_file_prefix
+from fairseq_syntax.data.side_files import (
+    check_format_version, check_side_file_checksum, read_side_file, side_file_prefix,
+)
 from fairseq_syntax.data.side_inputs import SIDE_INPUTS
 from fairseq_syntax.data.syntax_dataset import SyntaxLanguagePairDataset
 
@@ -146,8 +148,8 @@ class SyntaxTranslationTask(TranslationTask):
         src, tgt = self.cfg.source_lang, self.cfg.target_lang
         files = [spec for name, spec in SIDE_INPUTS.items()
                  if spec.side_file and name in side_inputs.carried(wanted)]
-        if files:
-            check_format_version(data_path)  # refuses side-files of another format
+        # refuses side-files of another format
+        manifest = check_format_version(data_path) if files else {}
         side = {}
         for spec in files:
             prefix = side_file_prefix(data_path, split, src, tgt, spec.side_file)
@@ -157,6 +159,8 @@ class SyntaxTranslationTask(TranslationTask):
                     f"split '{split}': the {spec.side_file} side-file {prefix}.bin/.idx is "
                     "missing; make the data-bin with fairseq-syntax-preprocess"
                 )
+            # after the checks that name a damaged sentence: the file is the one recorded
+            check_side_file_checksum(prefix, split, manifest)
         self.datasets[split] = SyntaxLanguagePairDataset.from_pair_dataset(
             self.datasets[split], self.fairseq_alignments, inputs=wanted, split=split, **side,
         )
@@ -199,8 +203,16 @@ class SyntaxTranslationTask(TranslationTask):
         return self._raw_input
 
     def build_bpe(self, args):
+        """fairseq's ``--bpe``; a ``--sentencepiece-model`` given must be the data-bin's
+        (the sha256 its manifest records)."""
         bpe = super().build_bpe(args)
-        self.raw_input_adapter().bpe_given = bpe is not None
+        adapter = self.raw_input_adapter()
+        adapter.bpe_given = bpe is not None
+        model = getattr(args, "sentencepiece_model", None)
+        if bpe is not None and model and adapter.manifest:
+            from fairseq_syntax.data.raw_input import check_sentencepiece_model
+
+            check_sentencepiece_model(adapter.data_dir, adapter.manifest, model)
         return bpe
 
     def get_interactive_tokens_and_lengths(self, lines, encode_fn):

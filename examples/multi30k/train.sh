@@ -11,7 +11,6 @@
 # works (syntax-aware ones read the parses already in the data-bin).
 set -euo pipefail
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DEST=data/multi30k
 ARCH=attentional_rnn
 EXTRA=()
@@ -52,6 +51,6 @@ fairseq-generate "$BIN" --user-dir "$USER_DIR" --task syntax_translation \
 grep '^H-' "$OUT/generate.test.out" | sort -t- -k2 -n | cut -f3 > "$OUT/test.tok.de"
 
 echo "== 3. detokenise (the tokenizer's own spacing, learned on train.de) and score"
-python "$HERE/spacy_text.py" detokenize --glue-table "$TOK/glue.de.json" \
+fairseq-syntax-tokenize detokenize --glue-table "$TOK/glue.de.json" \
   "$OUT/test.tok.de" "$OUT/test.de"
 sacrebleu "$RAW/test_2016_flickr.de" -i "$OUT/test.de" -m bleu -w 2 | tee "$OUT/bleu.json"

@@ -374,3 +374,37 @@ def test_tree_side_file_of_a_ptb_run_is_refused_in_a_dependency_data_bin(corpus,
         'dependency parses, tree_source "dependency"; a tree side-file of another run, e.g. '
         "one with or without --ptb-suffix, holds other trees); rebuild the data-bin with "
         f"{PROG} (its syntax_manifest.json records the command)")
+
+
+# ------------------------------------------------------------------ 6. fairseq's own binaries
+
+HEADER = 26  # bytes of fairseq's mmap index header: magic 9, version 8, dtype 1, count 8
+
+
+def _index(path):
+    """Value size, sentence sizes and byte offsets of an mmap index, read by its definition
+    (dtype code at byte 17: 4 int32, 8 uint16, 9 uint32; int32 sizes, then int64 offsets)."""
+    raw = path.read_bytes()
+    itemsize = {4: 4, 8: 2, 9: 4}[raw[17]]
+    count = int(np.frombuffer(raw[HEADER - 8:HEADER], dtype=np.uint64)[0])
+    sizes = np.frombuffer(raw[HEADER:HEADER + 4 * count], dtype=np.int32)
+    offsets = np.frombuffer(raw[HEADER + 4 * count:HEADER + 12 * count], dtype=np.int64)
+    return itemsize, sizes, offsets
+
+
+@pytest.mark.parametrize("stem", ["valid.en-vf.en", "valid.en-vf.vf", "valid.align.en-vf"])
+def test_truncated_token_or_alignment_bin_names_split_file_and_sentence(databin, stem):
+    itemsize, sizes, offsets = _index(databin / f"{stem}.idx")
+    cut = 9  # cut the data inside sentence 9: it and the 30 after it are missing
+    assert len(sizes) == 40 and sizes[cut] >= 2
+    have = int(offsets[cut]) + itemsize
+    with open(databin / f"{stem}.bin", "r+b") as f:
+        f.truncate(have)
+    task = _setup_task(databin, ["--load-alignments"])
+    with pytest.raises(ValueError) as err:
+        task.load_dataset("valid")
+    want = itemsize * int(sizes.sum())
+    assert _one_line(err) == (
+        f"{databin}/{stem}.bin: split 'valid', the data is cut short: {have} bytes, its index "
+        f"needs {want}; sentence {cut} on (31 of 40) is missing; rebuild the data-bin with "
+        f"{PROG} (its syntax_manifest.json records the command)")

@@ -19,11 +19,12 @@ Next to fairseq's ``{split}.{src}-{tgt}.{lang}.bin/.idx`` the data-bin holds
 :func:`check_format_version` refuses side-files of another version.
 """
 import hashlib
+import itertools
 import json
 import os
 import shlex
 import struct
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Tuple
 
 import numpy as np
 import torch
@@ -73,7 +74,7 @@ def read_side_file(prefix: str, split: str = "") -> Optional[indexed_dataset.MMa
     if not indexed_dataset.MMapIndexedDataset.exists(prefix):
         return None
     where = f"split '{split}', " if split else ""
-    sizes = _checked_index(indexed_dataset.index_file_path(prefix), where)
+    sizes, _ = _checked_index(indexed_dataset.index_file_path(prefix), where)
     data_path = indexed_dataset.data_file_path(prefix)
     _check_data_size(data_path, sizes, where)
     kind = prefix.rsplit(".", 1)[-1]
@@ -101,11 +102,12 @@ _INDEX_HEADER = 26  # magic 9 bytes, version <Q, dtype code <B, sentence count <
 _INT32_CODE = 4  # fairseq's indexed_dataset dtype code of np.int32
 
 
-def _checked_index(path: str, where: str) -> np.ndarray:
-    """The sentence sizes of the mmap index at ``path`` (fairseq's format: header, int32
+def _checked_index(path: str, where: str, side_file: bool = True) -> Tuple[np.ndarray, int]:
+    """The sentence sizes and the value size in bytes of the mmap index at ``path``
+    (fairseq's format: header, int32
     sizes, int64 byte offsets), after checking that the header is fairseq's, the values
-    are int32, the file holds a size and an offset for every sentence it counts, and the
-    offsets follow from the sizes."""
+    are int32 (any of fairseq's types when not ``side_file``), the file holds a size and
+    an offset for every sentence it counts, and the offsets follow from the sizes."""
     with open(path, "rb") as f:
         raw = f.read()
     if len(raw) < _INDEX_HEADER:
@@ -115,9 +117,10 @@ def _checked_index(path: str, where: str) -> np.ndarray:
     if magic != _INDEX_MAGIC or version != 1:
         raise SyntaxInputError(f"{where}not a fairseq mmap index (header {raw[:17]!r}); "
                                f"{_REBUILD}", path)
-    if code != _INT32_CODE:
+    if code != _INT32_CODE and (side_file or code not in indexed_dataset._code_to_dtype):
         raise SyntaxInputError(f"{where}the values are of dtype code {code}, side-files hold "
                                f"int32 (code {_INT32_CODE}); {_REBUILD}", path)
+    itemsize = np.dtype(indexed_dataset._code_to_dtype[code]).itemsize
     body = len(raw) - _INDEX_HEADER
     if body != 12 * count:
         if body < 4 * count:
@@ -131,20 +134,20 @@ def _checked_index(path: str, where: str) -> np.ndarray:
             f"bytes, but it has {len(raw)}: {what}; {_REBUILD}", path)
     sizes = np.frombuffer(raw, dtype=np.int32, count=count, offset=_INDEX_HEADER)
     offsets = np.frombuffer(raw, dtype=np.int64, count=count, offset=_INDEX_HEADER + 4 * count)
-    expected = 4 * (np.cumsum(sizes, dtype=np.int64) - sizes)
+    expected = itemsize * (np.cumsum(sizes, dtype=np.int64) - sizes)
     bad = (sizes < 0) | (offsets != expected)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise SyntaxInputError(
             f"{where}sentence {i}: the index gives {sizes[i]} values at byte {offsets[i]}, but "
             f"the sizes before it put it at byte {expected[i]}; {_REBUILD}", path)
-    return sizes.astype(np.int64)
+    return sizes.astype(np.int64), itemsize
 
 
-def _check_data_size(path: str, sizes: np.ndarray, where: str) -> None:
-    """The data file holds exactly the int32 values its index counts."""
+def _check_data_size(path: str, sizes: np.ndarray, where: str, itemsize: int = 4) -> None:
+    """The data file holds exactly the values (of ``itemsize`` bytes) its index counts."""
     have = os.path.getsize(path)
-    ends = 4 * np.cumsum(sizes)
+    ends = itemsize * np.cumsum(sizes)
     want = int(ends[-1]) if len(ends) else 0
     if have < want:
         i = int(np.searchsorted(ends, have, side="right"))
@@ -155,6 +158,39 @@ def _check_data_size(path: str, sizes: np.ndarray, where: str) -> None:
         raise SyntaxInputError(
             f"{where}{have - want} bytes follow the last of the {len(sizes)} sentences its index "
             f"counts (data and index of different runs?); {_REBUILD}", path)
+
+
+def check_fairseq_binaries(data_dir: str, split: str, src: str, tgt: str,
+                           alignments: bool = False) -> None:
+    """Check fairseq's own token binaries of ``split`` (and its shards ``split1``, ...) and,
+    with ``alignments``, its ``--align-suffix`` binaries, as :func:`read_side_file` checks
+    the side-files: an index or data file cut short is a :class:`SyntaxInputError` naming
+    the file, the split and the first sentence missing (fairseq itself fails later, on the
+    first batch that reaches it, with numpy's ``offset must be non-negative``). Files in
+    another format than fairseq's mmap one are left to fairseq."""
+    for k in itertools.count():
+        name = split + (str(k) if k else "")
+        prefixes = []
+        for lang in (src, tgt):
+            for pair in (f"{src}-{tgt}", f"{tgt}-{src}"):  # fairseq's order
+                prefix = os.path.join(data_dir, f"{name}.{pair}.{lang}")
+                if indexed_dataset.MMapIndexedDataset.exists(prefix):
+                    prefixes.append(prefix)
+                    break
+        if not prefixes:
+            return
+        if alignments:
+            prefixes.append(os.path.join(data_dir, f"{name}.align.{src}-{tgt}"))
+        for prefix in prefixes:
+            index = indexed_dataset.index_file_path(prefix)
+            if not indexed_dataset.MMapIndexedDataset.exists(prefix):
+                continue
+            with open(index, "rb") as f:
+                if f.read(len(_INDEX_MAGIC)) != _INDEX_MAGIC:
+                    continue
+            where = f"split '{name}', "
+            sizes, itemsize = _checked_index(index, where, side_file=False)
+            _check_data_size(indexed_dataset.data_file_path(prefix), sizes, where, itemsize)
 
 
 def _at_most(values: np.ndarray, limit: np.ndarray) -> np.ndarray:

@@ -11,7 +11,8 @@ from omegaconf import DictConfig, open_dict
 
 from fairseq_syntax.data import side_inputs
 from fairseq_syntax.data.side_files import (
-    check_format_version, check_side_file_checksum, read_side_file, side_file_prefix,
+    check_fairseq_binaries, check_format_version, check_side_file_checksum, read_side_file,
+    side_file_prefix,
 )
 from fairseq_syntax.data.side_inputs import SIDE_INPUTS
 from fairseq_syntax.data.syntax_dataset import SyntaxLanguagePairDataset
@@ -143,9 +144,12 @@ class SyntaxTranslationTask(TranslationTask):
             spec = SIDE_INPUTS[name]
             if not spec.side_file and not spec.computed_from:
                 setattr(self.cfg, spec.option, True)
-        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         data_path = self.cfg.data.split(":")[0]
         src, tgt = self.cfg.source_lang, self.cfg.target_lang
+        # a token or alignment binary cut short: named here, not by the first batch it fails
+        check_fairseq_binaries(data_path, split, src, tgt,
+                               alignments=getattr(self.cfg, "load_alignments", False))
+        super().load_dataset(split, epoch=epoch, combine=combine, **kwargs)
         files = [spec for name, spec in SIDE_INPUTS.items()
                  if spec.side_file and name in side_inputs.carried(wanted)]
         # refuses side-files of another format

@@ -408,3 +408,23 @@ def test_truncated_token_or_alignment_bin_names_split_file_and_sentence(databin,
         f"{databin}/{stem}.bin: split 'valid', the data is cut short: {have} bytes, its index "
         f"needs {want}; sentence {cut} on (31 of 40) is missing; rebuild the data-bin with "
         f"{PROG} (its syntax_manifest.json records the command)")
+
+
+# ------------------------------------------------------------------ 6. CoNLL-U
+
+
+def test_tab_inside_a_conllu_form_is_named_not_blamed_on_head(tmp_path):
+    from fairseq_syntax.syntax.conllu_io import read_conllu_trees
+
+    path = tmp_path / "train.en.conllu"
+    path.write_text(
+        "# text = the dog barked\n"
+        "1\tthe\t_\t_\t_\t_\t2\tdet\t_\t_\n"
+        "2\tdo\tg\t_\t_\t_\t_\t3\tnsubj\t_\t_\n"  # FORM "do<TAB>g": 11 columns
+        "3\tbarked\t_\t_\t_\t_\t0\troot\t_\t_\n\n", encoding="utf-8")
+    with pytest.raises(ValueError) as err:
+        read_conllu_trees(str(path))
+    assert _one_line(err) == (
+        f"{path}:3: 11 columns where CoNLL-U has 10: a column holds a tab or two spaces in a "
+        "row (word 2: FORM 'do', then 'g'?); a word may hold neither: remove them from the "
+        "text and the parse")

@@ -5,6 +5,7 @@ Reading uses the ``conllu`` package (``conllu.parse_incr``). Multi-word token ra
 syntactic words only, with 0-based heads (``-1`` for the root).
 """
 import io
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, List, Sequence, Tuple
 
@@ -56,6 +57,28 @@ def _locate_parse_error(block: List[Tuple[int, str]], fields) -> Tuple[int, str]
     return block[0][0], ""
 
 
+COLUMNS = 10
+_COLUMN_SEPARATOR = re.compile(r"\t| {2,}")  # as conllu.parser.parse_line splits a line
+
+
+def _check_columns(block: List[Tuple[int, str]], path: str) -> None:
+    """Refuse a word line of more than 10 columns: a column holds a tab (or two spaces in
+    a row, which the conllu reader also splits at), and every later column would be read
+    as the one after it (the FEATS as the HEAD, ...)."""
+    for number, text in block:
+        stripped = text.strip()
+        if stripped.startswith("#"):
+            continue
+        columns = _COLUMN_SEPARATOR.split(stripped)
+        if len(columns) > COLUMNS:
+            raise SyntaxInputError(
+                f"{len(columns)} columns where CoNLL-U has {COLUMNS}: a column holds a tab or "
+                "two spaces in a row (word "
+                f"{columns[0]}: FORM {columns[1]!r}, then {columns[2]!r}?); a word may hold "
+                "neither: remove them from the text and the parse",
+                path, number)
+
+
 def read_conllu_trees(path: str) -> List[ParsedSentence]:
     """Read every sentence of a CoNLL-U file as a validated :class:`ParsedSentence`.
 
@@ -71,6 +94,7 @@ def read_conllu_trees(path: str) -> List[ParsedSentence]:
     parsed = iter(conllu.parse_incr(io.StringIO(text)))
     for index, block in enumerate(blocks):
         start = block[0][0]
+        _check_columns(block, path)
         try:
             tokenlist = next(parsed)
         except ParseException as err:

@@ -17,6 +17,8 @@ handed to the workers first, the subword stage runs in the main process while th
 parse, and the trees are projected as they arrive. eflomal's sampler is an external
 program, waited for from a thread (:mod:`.eflomal_align`).
 """
+import contextlib
+import errno
 import logging
 
 from .interrupt import StopOnSignals
@@ -28,19 +30,38 @@ from .write import Staging, check_inputs, write_model_and_manifest, write_side_f
 logger = logging.getLogger("fairseq_syntax_preprocess")
 
 
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+@contextlib.contextmanager
+def _naming_a_full_disk(destdir: str):
+    """A full disk (or quota) while the data-bin is written: an ``OSError`` naming
+    ``destdir``, beside which the staging and work folders were being written."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno not in _DISK_FULL or err.filename is not None:
+            raise
+        raise OSError(err.errno, f"{err.strerror} while writing the data-bin (beside this "
+                      "folder; what was written is removed): free space on that disk, or give "
+                      "a --destdir on another one, and rerun", destdir) from err
+
+
 def run(args) -> None:
     """Run the whole pipeline for parsed command-line ``args`` (see ``cli.get_parser``).
     SIGTERM or SIGINT stops it with :class:`~.interrupt.Interrupted`, after the staging
     and work folders are removed (and the parser's workers and eflomal's sampler
-    stopped); ``--destdir`` is then as it was."""
+    stopped); ``--destdir`` is then as it was. A full disk is an ``OSError`` naming
+    ``--destdir`` (a failed write names no file)."""
     with StopOnSignals() as stop:
         files = split_files(args)
         check_inputs(args, files)
         splits = [load_split(f, align_required=(f.name == "train"),
                              read_parse=not getattr(args, "parser", None)) for f in files]
         parsing = Parsing.of(args, splits)  # the cached parses are taken here
-        with Staging(args.destdir, stop, args.force,
-                     getattr(args, "force_non_data_bin", False)) as folders, parsing:
+        with _naming_a_full_disk(args.destdir), Staging(
+                args.destdir, stop, args.force,
+                getattr(args, "force_non_data_bin", False)) as folders, parsing:
             parsing.start()
             if parsing.concurrent:
                 logger.info("subwords, fairseq binaries%s: while the parser's workers parse",

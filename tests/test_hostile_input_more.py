@@ -428,3 +428,25 @@ def test_tab_inside_a_conllu_form_is_named_not_blamed_on_head(tmp_path):
         f"{path}:3: 11 columns where CoNLL-U has 10: a column holds a tab or two spaces in a "
         "row (word 2: FORM 'do', then 'g'?); a word may hold neither: remove them from the "
         "text and the parse")
+
+
+def test_a_full_disk_names_the_destdir(corpus, tmp_path, capsys, monkeypatch):
+    """A failed write names no file: the error names --destdir, and nothing is left."""
+    import errno
+
+    from fairseq.data import indexed_dataset
+
+    def disk_full(self, tensor):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(indexed_dataset.MMapIndexedDatasetBuilder, "add_item", disk_full)
+    out = tmp_path / "out"
+    out.mkdir()
+    dest = out / "data-bin"
+    code, err = _run_in_process(_preprocess_args(corpus, dest), capsys)
+    assert code == 1
+    assert err.strip().splitlines() == [
+        f"{PROG}: error: {dest}: No space left on device while writing the data-bin (beside "
+        "this folder; what was written is removed): free space on that disk, or give a "
+        "--destdir on another one, and rerun"]
+    assert list(out.iterdir()) == []

@@ -450,3 +450,119 @@ def test_a_full_disk_names_the_destdir(corpus, tmp_path, capsys, monkeypatch):
         "this folder; what was written is removed): free space on that disk, or give a "
         "--destdir on another one, and rerun"]
     assert list(out.iterdir()) == []
+
+
+# ------------------------------------------------------------------ 8. numerics untested before
+
+
+def test_generate_applies_the_length_prior_weight(synthetic_databin, checkpoint):
+    """eq. 16 through fairseq-generate: score = Σ token log-probs + w · log p(m | n), with the
+    w of --length-prior-weight (not the paper's 1)."""
+    import math
+
+    from fairseq_syntax.generation.length_prior import LengthPrior, load_length_counts
+
+    weight = 0.25
+    out = run_cli(generate_args(synthetic_databin, checkpoint, extra=[
+        "--max-len-b", "25", "--length-prior", "--length-prior-weight", str(weight)])).stdout
+    src = {int(i): s.split() for i, s in re.findall(r"^S-(\d+)\t(.*)$", out, re.M)}
+    hyp = {int(i): (float(score), h.split())
+           for i, score, h in re.findall(r"^H-(\d+)\t(\S+)\t(.*)$", out, re.M)}
+    token_scores = {int(i): [float(x) for x in p.split()]
+                    for i, p in re.findall(r"^P-(\d+)\t(.*)$", out, re.M)}
+    assert src.keys() == hyp.keys() == token_scores.keys() and len(src) == 37
+    prior = LengthPrior(load_length_counts(str(synthetic_databin)))
+    for i in src:
+        m = len(hyp[i][1])
+        log_p = prior.log_prob(len(src[i]), m)
+        assert log_p < -0.1  # the weight is seen in every sentence (> 0.1 nats)
+        # printed in base 2, token scores with 4 decimals each
+        assert hyp[i][0] == pytest.approx(sum(token_scores[i]) + weight * log_p / math.log(2),
+                                          abs=3e-3)
+
+
+@pytest.mark.parametrize("q", [0.8, 0.15])
+def test_parent_ignoring_leaves_a_row_unscaled_with_probability_q(q):
+    """In training each row of a PASCAL head stays unscaled where its uniform draw u is
+    below q (probability q), else it is scaled; the other heads are never scaled."""
+    from fairseq_syntax.modules.parent_scaled_attention import ParentScaledSelfAttention
+
+    bsz, heads, tgt_len, src_len = 4, 2, 250, 6
+    attn = ParentScaledSelfAttention(8, heads, pascal_heads=1, parent_ignoring=q)
+    attn.train()
+    g = torch.Generator().manual_seed(1)
+    weights = torch.randn(bsz * heads, tgt_len, src_len, generator=g)
+    attn.parent_weights = torch.rand(bsz, tgt_len, src_len, generator=g) + 0.5
+    torch.manual_seed(7)
+    draws = torch.rand(bsz, 1, tgt_len, 1)  # the draw apply_sparse_mask makes next
+    torch.manual_seed(7)
+    out = attn.apply_sparse_mask(weights.clone(), tgt_len, src_len, bsz).view(
+        bsz, heads, tgt_len, src_len)
+    plain = weights.view(bsz, heads, tgt_len, src_len)
+    scaled = plain[:, 0] * attn.parent_weights
+    unscaled = draws[:, 0, :, 0] < q  # [B, T]
+    torch.testing.assert_close(out[:, 0][unscaled], plain[:, 0][unscaled], rtol=0, atol=0)
+    torch.testing.assert_close(out[:, 0][~unscaled], scaled[~unscaled], rtol=0, atol=0)
+    torch.testing.assert_close(out[:, 1], plain[:, 1], rtol=0, atol=0)
+    rows = bsz * tgt_len
+    assert abs(int(unscaled.sum()) - q * rows) < 4 * (q * (1 - q) * rows) ** 0.5
+
+
+def test_supervised_attention_with_a_left_padded_target_equals_single_sentences():
+    """The criterion's links are sentence-relative: with the target padded on the left,
+    target word j is at padded position (T - length) + j."""
+    from fairseq.data import Dictionary
+
+    import torch.nn.functional as F
+
+    from fairseq_syntax.criterions.supervised_attention import SupervisedAttentionCrossEntropy
+    from model_utils import FakeTask
+
+    d = Dictionary()
+    for i in range(10):
+        d.add_symbol(f"w{i}")
+    pad = d.pad()
+
+    class FixedAttention(torch.nn.Module):
+        def __init__(self, attn):
+            super().__init__()
+            self.attn = attn
+
+        def forward(self, src_tokens, src_lengths, prev_output_tokens, **side):
+            return torch.zeros(*prev_output_tokens.shape, len(d)), {"attn": [self.attn]}
+
+        def get_normalized_probs(self, net_output, log_probs, sample=None):
+            return F.log_softmax(net_output[0], dim=-1)
+
+        def get_targets(self, sample, net_output):
+            return sample["target"]
+
+    def sample(src, tgt, links):
+        prev = torch.full_like(tgt, pad)
+        return {"net_input": {"src_tokens": src, "src_lengths": src.ne(pad).sum(1),
+                              "prev_output_tokens": prev},
+                "target": tgt, "ntokens": int(tgt.ne(pad).sum()), "alignment_links": links,
+                "id": torch.arange(src.size(0))}
+
+    crit = SupervisedAttentionCrossEntropy(FakeTask(d, d), sentence_avg=False)
+    # (source, target, links (source word, target word)): every target word linked
+    sents = [([4, 5, 6, 2], [7, 8, 2], [(0, 1), (2, 0)]),
+             ([9, 2], [4, 5, 6, 7, 2], [(0, 0), (0, 1), (0, 2), (0, 3)])]
+    g = torch.Generator().manual_seed(3)
+    attns = [torch.softmax(torch.randn(len(t), len(s), generator=g), -1) for s, t, _ in sents]
+    singles = [float(crit(FixedAttention(a[None]), sample(
+        torch.tensor([s]), torch.tensor([t]), torch.tensor([ls])))[2]["alignment_loss"])
+        for (s, t, ls), a in zip(sents, attns)]
+    S, T, K = 4, 5, 4
+    src = torch.tensor([s + [pad] * (S - len(s)) for s, _, _ in sents])  # right-padded
+    tgt = torch.tensor([[pad] * (T - len(t)) + t for _, t, _ in sents])  # left-padded
+    links = torch.full((2, K, 2), -1)
+    attn = torch.zeros(2, T, S)
+    for b, ((s, t, ls), a) in enumerate(zip(sents, attns)):
+        links[b, : len(ls)] = torch.tensor(ls)
+        attn[b, T - len(t):, : len(s)] = a
+    assert tgt[0, 0] == pad and tgt[0, -1] != pad  # really left-padded
+    log = crit(FixedAttention(attn), sample(src, tgt, links))[2]
+    assert float(log["alignment_loss"]) == pytest.approx(sum(singles), rel=1e-5)
+    assert log["alignment_rows"] == 3 + 5
+    assert sum(singles) > 0.1

@@ -168,3 +168,12 @@ def test_japanese_scores_use_ja_mecab():
     assert perfect.bleu == pytest.approx(100.0)
     assert perfect.ribes == 100.0
     assert "tok:13a" in score_translations(ENGLISH[:2], ENGLISH[:2], "en").signatures["bleu"]
+
+
+def test_unknown_language_and_ja_mecab_misuse_are_named():
+    from fairseq_syntax.syntax.word_tokenizers import load_tokenizer
+
+    with pytest.raises(SyntaxInputError, match=r"^spacy\.blank\('zz'\) cannot be made: \[E048\]"):
+        load_tokenizer("spacy", "zz")
+    with pytest.raises(SyntaxInputError, match="tokenises Japanese only"):
+        load_tokenizer("ja-mecab", "en")

@@ -52,11 +52,10 @@ def _spacy_tokenizer(lang: str, pipeline: str = None, batch_size: int = 1000) ->
     else:
         try:
             tokenizer = spacy.blank(lang).tokenizer
-        except ImportError as err:  # spacy.blank("ja") without sudachipy
-            raise SyntaxInputError(
-                f"spacy.blank({lang!r}) needs a package that is not installed ({err}); for "
-                "Japanese: pip install sudachipy sudachidict_core, or --tokenizer ja-mecab"
-            ) from None
+        except ImportError as err:  # an unknown language, or blank("ja") without sudachipy
+            hint = ("; Japanese needs sudachipy and sudachidict_core, or use --tokenizer "
+                    "ja-mecab" if lang == "ja" else "")
+            raise SyntaxInputError(f"spacy.blank({lang!r}) cannot be made: {err}{hint}") from None
 
     def words(texts: Sequence[str]) -> Iterator[List[str]]:
         for doc in tokenizer.pipe(texts, batch_size=batch_size):

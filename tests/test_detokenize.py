@@ -7,7 +7,8 @@ import subprocess
 from sacrebleu.metrics import BLEU
 
 from conftest import run_cli
-from fairseq_syntax.experiment import corpora, methods, runs
+from fairseq_syntax.evaluation.corpus import Corpus, TestSet
+from fairseq_syntax.experiment import methods, runs
 from fairseq_syntax.syntax.detokenize import detokenize_line, read_glue_table
 
 # '.' glues left, '(' right, '-' both ways, '!' exactly at the threshold, ',' below it
@@ -46,12 +47,12 @@ def test_experiment_detokenises_multi30k_hypotheses_in_process(tmp_path, monkeyp
     refs = ["Ein Mann (alt) spielt saftig-grünes Gras, schnell!", "Ein Hund."]
     (tmp_path / "ref").write_text("\n".join(refs) + "\n", encoding="utf-8")
     (tmp_path / "ref.tok").write_text(" ".join(TOKENS) + "\nEin Hund .\n", encoding="utf-8")
-    split = corpora.Split("test", str(tmp_path / "ref"), str(tmp_path / "ref.tok"), "")
-    corpus = corpora.Corpus("multi30k", "bin", {"test": split},
-                               glue_table=str(tmp_path / "glue.de.json"))
+    test = TestSet("test_2016_flickr", "test", str(tmp_path / "ref"), str(tmp_path / "ref.tok"))
+    corpus = Corpus("multi30k", "en", "de", "bin", [test],
+                    detokenizer="glue:" + str(tmp_path / "glue.de.json"), scores=["ribes"])
     row = methods.Row("m", "m")
-    runs.score_split(row, "", corpus, split, str(tmp_path / "generate.out"),
-                           str(tmp_path / "test"))
+    runs.score_test_set(row, corpus, test, str(tmp_path / "generate.out"), str(tmp_path / "test"))
     hyps = [TEXT, "ein Hund."]
     assert (tmp_path / "test.hyp").read_text(encoding="utf-8") == "".join(h + "\n" for h in hyps)
-    assert row.bleu == BLEU().corpus_score(hyps, [refs]).score
+    assert row.tests["test_2016_flickr"]["bleu"] == BLEU().corpus_score(hyps, [refs]).score
+    assert row.hypotheses["test_2016_flickr"] == hyps

@@ -10,17 +10,18 @@ import pytest
 import torch
 from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_loss
 from fairseq.data import Dictionary
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 
 from conftest import TINY_MODEL, USER_DIR, run_cli
 from fairseq_syntax.cli import experiment, parity, task_arch_args
 from fairseq_syntax.experiment import corpora, methods, records, runs, tables
 from fairseq_syntax.cli.parity import LSTM
+from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.experiment.tables import update_results
 from fairseq_syntax.experiment.tools import (
     average_checkpoints, read_train_log, smoothed_loss_floor, whole_split_loss,
 )
-from fairseq_syntax.data.synthetic_corpus import agreement_report
+from fairseq_syntax.data.synthetic_corpus import agreement_report, detokenize
 from fairseq_syntax.syntax.conllu_io import read_conllu_trees
 from fairseq_syntax.syntax.tree_scores import read_gold_trees, score_corpus
 
@@ -157,8 +158,8 @@ def test_experiment_table_equals_scorers(experiment_run):
     assert [line.split()[1] for line in _lines(work / "prepare.log")
             if line.startswith("$ ")] == ["fairseq-syntax-preprocess"]
     for key, cells in rows.items():
-        (seeds, bleu_cell, agree_cell, long_cell, gen_bleu_cell, gen_agree_cell,
-         gen_long_cell, aer_cell, tree_cell, ppl_cell, loss_cell, _) = cells
+        (seeds, bleu_cell, chrf_cell, agree_cell, long_cell, gen_bleu_cell, gen_chrf_cell,
+         gen_agree_cell, gen_long_cell, aer_cell, tree_cell, ppl_cell, loss_cell, _) = cells
         assert seeds == "1"
         run = work / "runs" / key / "seed1"
         record = json.loads((experiment_run["records"] / f"{key}.seed1.json").read_text())
@@ -171,9 +172,10 @@ def test_experiment_table_equals_scorers(experiment_run):
         # the project's own tools ran as Python functions, only fairseq's as commands
         commands = {line.split()[1] for line in _lines(run / "log.txt") if line.startswith("$ ")}
         assert commands == {"fairseq-train", "fairseq-generate"}
-        for split, prefix, subset, cell_bleu, cell_agree, cell_long in (
-                ("test", "", "test", bleu_cell, agree_cell, long_cell),
-                ("gen", "gen_", "test1", gen_bleu_cell, gen_agree_cell, gen_long_cell)):
+        kept = records.read_hypotheses(str(experiment_run["records"] / f"{key}.seed1.json"))
+        for split, subset, cell_bleu, cell_chrf, cell_agree, cell_long in (
+                ("test", "test", bleu_cell, chrf_cell, agree_cell, long_cell),
+                ("gen", "test1", gen_bleu_cell, gen_chrf_cell, gen_agree_cell, gen_long_cell)):
             refs = _lines(raw / f"{split}.vf")
             hyps = _lines(run / f"{split}.hyp.tok")
             assert len(hyps) == len(refs)
@@ -185,14 +187,16 @@ def test_experiment_table_equals_scorers(experiment_run):
                     generated[int(sid[2:])] = hyp
             assert hyps == [generated[i] for i in range(len(refs))]
             assert f"--gen-subset {subset} " in record["commands"][f"generate_{split}"]
-            bleu = BLEU()
-            assert cell_bleu == f"{bleu.corpus_score(hyps, [refs]).score:.2f}"
-            assert scores[prefix + "bleu"] == bleu.corpus_score(hyps, [refs]).score
+            bleu, text, text_refs = BLEU(), [detokenize(h) for h in hyps], [detokenize(r) for r in refs]
+            assert kept[split] == text  # the translations kept beside the record
+            assert cell_bleu == f"{bleu.corpus_score(text, [text_refs]).score:.2f}"
+            assert scores["tests"][split]["bleu"] == bleu.corpus_score(text, [text_refs]).score
+            assert cell_chrf == f"{CHRF().corpus_score(text, [text_refs]).score:.2f}"
             assert f"`{bleu.get_signature()}`" in section
             trees = read_conllu_trees(str(raw / f"{split}.en.conllu"))
             report = agreement_report(hyps, refs, trees)
             assert cell_agree == f"{report.accuracy:.2f}"
-            assert scores[prefix + "agreement_counts"] == f"{report.correct}/{report.total}"
+            assert scores["tests"][split]["agreement_counts"] == f"{report.correct}/{report.total}"
             assert cell_long == _percent(report.long_distance_accuracy
                                          if report.long_distance_total else None)
         alignment = json.loads(run_cli([
@@ -211,7 +215,8 @@ def test_experiment_table_equals_scorers(experiment_run):
         assert scores["valid_ppl_by_epoch"] == curve and curve
         assert f"| `{key}` | 1 | " + " | ".join(f"{v:.2f}" for v in curve) in section
         assert loss_cell == f"{float(best['valid_loss']):.3f}"
-        assert f"--path {run}/checkpoint_best.pt " in record["commands"]["generate_test"]
+        assert "--path $WORKDIR/runs/" + key + "/seed1/checkpoint_best.pt " in \
+            record["commands"]["generate_test"]  # no machine path in a record
         vocab = len(Dictionary.load(str(work / "data-bin" / "dict.vf.txt")))
         assert scores["valid_loss_floor"] == pytest.approx(smoothed_loss_floor(0.1, vocab))
         # step time over the backbone's, as fairseq-syntax-step-time measured it
@@ -273,62 +278,112 @@ def _record(args, description, key, seed, scores):
             "run_dir": "runs", "data_bin": "bin", "experiment_command": "by hand"}
 
 
-def test_render_only_mean_sd_and_markers(tmp_path):
+def _corpus_file(tmp_path, refs_by_test):
+    """A corpus description of its own (two test sets, raw references) over a stand-in
+    data-bin (the files a description is checked for; a rendering trains nothing)."""
+    databin = tmp_path / "data-bin"
+    databin.mkdir()
+    (databin / "syntax_manifest.json").write_text("{}")
+    tests = []
+    for i, (name, refs) in enumerate(refs_by_test.items()):
+        subset = "test" if i == 0 else f"test{i}"
+        (databin / f"{subset}.en-de.en.bin").write_bytes(b"")
+        (tmp_path / f"{name}.de").write_text("".join(r + "\n" for r in refs))
+        tests.append({"name": name, "subset": subset, "reference": f"{name}.de"})
+    path = tmp_path / "corpus.json"
+    path.write_text(json.dumps({"name": "mine", "source": "en", "target": "de",
+                                "data_bin": "data-bin", "description": "my corpus",
+                                "test_sets": tests}))
+    return str(path)
+
+
+def _drop_words(sentences, share, seed):
+    """``sentences`` with about ``share`` of their words left out (a worse translation)."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(w for w in s.split() if rng.random() >= share) for s in sentences]
+
+
+def test_render_only_tests_each_method_against_its_backbone_with_paired_bootstrap(tmp_path):
+    """Every cell of the difference table is sacreBLEU's own PairedTest on the kept
+    translations (per seed) and a Student-t interval over seeds; bold only where
+    significant. Score cells are numpy's mean ± sd over the seeds."""
+    from sacrebleu.significance import PairedTest
+    from scipy.stats import t as student_t
+
+    rng = np.random.default_rng(0)
+    words = "a man dog runs the red ball on grass near water two women sit bench".split()
+    refs = {name: [" ".join(rng.choice(words, size=rng.integers(4, 12))) for _ in range(120)]
+            for name in ("first", "second")}
+    corpus = _corpus_file(tmp_path, refs)
     records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
-    records_dir.mkdir()
-    argv = ["--corpus", "synthetic", "--render-only", "--results-dir", str(records_dir),
-            "--results", str(results), "--methods",
-            "attentional_rnn,sdatt_syntax,sa_nmt_shared,lookahead_concat"]
+    argv = ["--corpus", corpus, "--render-only", "--results-dir", str(records_dir),
+            "--results", str(results), "--methods", "attentional_rnn,sa_nmt_shared,tree2seq"]
     args = experiment.parse_args(argv)
-    description = corpora.corpus_description(args)
-    bleu = {"attentional_rnn": [10.0, 11.5, 12.1],   # mean 11.2, sd 1.08
-            "sdatt_syntax": [20.3, 21.0, 22.4],      # far above: marked
-            "sa_nmt_shared": [11.0, 13.2, 10.7]}     # within 2 sd: not marked
-    agreement = {"attentional_rnn": [90.0, 91.0, 92.0], "sdatt_syntax": [90.5, 91.5, 89.0],
-                 "sa_nmt_shared": [91.0, 90.0, 93.0]}
-    for key in bleu:
+    assert args.corpus_name == "mine" and args.preset == "multi30k"
+    records_dir.mkdir()
+    drop = {"attentional_rnn": 0.4, "sa_nmt_shared": 0.2, "tree2seq": 0.4}  # sa_nmt better
+    hyps = {}
+    for key, share in drop.items():
         for seed in (1, 2, 3):
-            scores = {"bleu": bleu[key][seed - 1], "agreement": agreement[key][seed - 1],
-                      "train_seconds": 10.0 * seed}
-            if key == "sa_nmt_shared":
-                scores.update(da=10.0 + seed, ua=20.0 + seed)
+            hyps[key, seed] = {name: _drop_words(r, share, 100 * seed + len(key))
+                               for name, r in refs.items()}
+            scores = {"tests": {name: {"bleu": BLEU().corpus_score(h, [refs[name]]).score}
+                                for name, h in hyps[key, seed].items()},
+                      "valid_ppl_by_epoch": [9.0 - seed, 5.0 - seed / 10]}
             path = methods.record_path(str(records_dir), key, seed)
             with open(path, "w") as f:
-                json.dump(_record(args, description, key, seed, scores), f)
-    # one seed only: its value alone, never marked however far from the backbone
-    with open(methods.record_path(str(records_dir), "fa_nmt", 1), "w") as f:
-        json.dump(_record(args, description, "fa_nmt", 1, {"bleu": 50.0}), f)
-    # other settings (another learning rate): not counted
-    other = _record(args, description, "tree2seq", 1, {"bleu": 99.0})
-    other["settings"]["lr"] = 0.5
-    with open(methods.record_path(str(records_dir), "tree2seq", 1), "w") as f:
-        json.dump(other, f)
-
+                json.dump(_record(args, "my corpus", key, seed, scores), f)
+            records.write_hypotheses(path, hyps[key, seed])
     assert experiment.main(argv) == 0
-    section = _section(results)
+    section = _section(results, "mine")
     rows = _table(section)
-    assert list(rows) == ["attentional_rnn", "fa_nmt", "lookahead_concat", "sa_nmt_shared",
-                          "sdatt_syntax"]  # the plugin's order; tree2seq not counted
+    bleu = [rows[k][1] for k in drop]
+    assert bleu == [
+        f"{np.mean(v):.2f} ± {np.std(v, ddof=1):.2f}" for v in (
+            [BLEU().corpus_score(hyps[k, s]["first"], [refs["first"]]).score for s in (1, 2, 3)]
+            for k in drop)]
 
-    def cell(values, bold):
-        text = f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}"
-        return f"**{text}**" if bold else text
+    def direct(key, seed, name, metric):
+        test = PairedTest([("b", hyps["attentional_rnn", seed][name]),
+                           ("m", hyps[key, seed][name])], {"m": metric}, [refs[name]],
+                          test_type="bs", n_samples=1000)
+        _, res = test()
+        score = next(k for k in res if k != "System")
+        return res[score][1].score - res[score][0].score, res[score][1].p_value
 
-    assert rows["attentional_rnn"][:3] == ["3", cell(bleu["attentional_rnn"], False),
-                                           cell(agreement["attentional_rnn"], False)]
-    assert rows["sdatt_syntax"][:3] == ["3", cell(bleu["sdatt_syntax"], True),
-                                        cell(agreement["sdatt_syntax"], False)]
-    assert rows["sa_nmt_shared"][:3] == ["3", cell(bleu["sa_nmt_shared"], False),
-                                         cell(agreement["sa_nmt_shared"], False)]
-    assert rows["sa_nmt_shared"][8] == "12.0 ± 1.0 / 22.0 ± 1.0"  # DA / UA, no backbone value
-    assert rows["sa_nmt_shared"][-1] == "20"  # mean train seconds
-    assert rows["fa_nmt"][:2] == ["1", "50.00"]
-    assert rows["lookahead_concat"][:2] == ["–", "not run yet"]
-    assert "ddof=1" in section and "**Bold**" in section
-    assert "from the 10 run records" in section
-    # a second rendering from the same records is the same section
+    diff_table = section.split("Difference from `attentional_rnn`")[1]
+    diff_rows = _table(diff_table)
+    for key, expect_bold in (("sa_nmt_shared", True), ("tree2seq", False)):
+        for column, (name, metric) in enumerate([("first", BLEU()), ("first", CHRF()),
+                                                 ("second", BLEU()), ("second", CHRF())]):
+            per_seed = [direct(key, s, name, metric) for s in (1, 2, 3)]
+            deltas = [d for d, _ in per_seed]
+            half = student_t.ppf(0.975, 2) * np.std(deltas, ddof=1) / np.sqrt(3)
+            mean = np.mean(deltas)
+            text = f"{mean:+.2f} [{mean - half:+.2f}, {mean + half:+.2f}]"
+            bold = mean - half > 0 or mean + half < 0
+            hits = sum(p < 0.05 for _, p in per_seed)  # as many as PairedTest finds
+            cell = diff_rows[key][column]
+            assert cell.startswith(f"**{text}**" if bold else text), (key, column, cell)
+            assert cell.endswith(f"/3)")
+            assert bold == expect_bold
+            if key == "sa_nmt_shared":
+                assert cell.endswith(f"({hits}/3)") and hits == 3
+            for seed in (1, 2, 3):
+                assert f"| `{key}` | {seed} | {name} |" in section
+        # each seed's test in the per-test table: Δ and p as PairedTest gives them
+        delta, p = direct(key, 2, "second", BLEU())
+        line = next(x for x in section.splitlines() if x.startswith(f"| `{key}` | 2 | second |"))
+        assert line.split("|")[4].strip().startswith(f"{delta:+.2f} [")
+        assert line.split("|")[4].strip().endswith(f" {p:.3f}")
+    assert "![valid ppl per epoch, RNN family](figures/mine-rnn-valid-ppl.png)" in section
+    assert (tmp_path / "figures" / "mine-rnn-first-delta-bleu.png").exists()
+    cache = json.loads((records_dir / "significance.json").read_text())
+    assert len(cache) == 2 * 3 * 2 * 2  # methods x seeds x test sets x scores
+    # a second rendering reads the cache: the same section, without the references
+    (tmp_path / "first.de").unlink()
     assert experiment.main(argv) == 0
-    assert _section(results) == section
+    assert _section(results, "mine") == section
 
 
 def test_gpu_runs_are_records_and_a_section_of_their_own(tmp_path):
@@ -352,7 +407,7 @@ def test_gpu_runs_are_records_and_a_section_of_their_own(tmp_path):
     default = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--gpu"])
     assert default.results_dir == os.path.join("docs", "results", "multi30k-gpu")
     method = methods.Method("syntax_transformer", "syntax_transformer", family="transformer")
-    assert "--cpu" not in runs.train_command(method, corpora.Corpus("multi30k", "bin", {}),
+    assert "--cpu" not in runs.train_command(method, Corpus("multi30k", "en", "de", "bin", []),
                                              default, "save", seed=1)
 
 
@@ -392,7 +447,7 @@ def test_multi30k_defaults_and_train_command():
         "attentional_rnn+supervised_attention"])
     assert args.results_dir.endswith("docs/results/multi30k")
     method = methods.Method("attentional_rnn", "attentional_rnn")
-    cmd = runs.train_command(method, corpora.Corpus("multi30k", "bin", {}), args,
+    cmd = runs.train_command(method, Corpus("multi30k", "en", "de", "bin", []), args,
                                    "save", seed=3)
     line = " ".join(cmd)
     assert "--max-epoch 12" in line and "--max-update" not in line
@@ -409,7 +464,7 @@ def test_multi30k_defaults_and_train_command():
 def peer_and_backbone(peer_key, backbone_key):
     """Multi30k options, corpus, and (method, fairseq-train command) of a peer and a backbone."""
     args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
-    corpus = corpora.Corpus("multi30k", "bin", {})
+    corpus = Corpus("multi30k", "en", "de", "bin", [])
     return args, corpus, *(
         (method, runs.train_command(method, corpus, args, "save", seed=1))
         for key in (peer_key, backbone_key) for method in methods.select_methods(key))
@@ -485,7 +540,7 @@ def test_fairseq_transformer_is_trained_as_the_transformer_backbones_peer():
 def test_a_method_with_model_args_trains_with_them_and_records_them():
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
     (method,) = methods.select_methods("sdatt_double_syntax+gaussian_weights")
-    cmd = runs.train_command(method, corpora.Corpus("synthetic", "bin", {}), args,
+    cmd = runs.train_command(method, Corpus("synthetic", "en", "vf", "bin", []), args,
                                    "save", seed=1)
     assert cmd[cmd.index("--arch"):cmd.index("--arch") + 4] == [
         "--arch", "sdatt_double_syntax", "--syntax-gaussian", "weights"]
@@ -540,7 +595,7 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_only_with_the_same_comma
         tmp_path, monkeypatch):
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", str(tmp_path)])
     (method,) = methods.select_methods("attentional_rnn")
-    corpus = corpora.Corpus("synthetic", "bin", {})
+    corpus = Corpus("synthetic", "en", "vf", "bin", [])
     trained = []
 
     def fake_tool(cmd, log_path, env, stdout_path=None):
@@ -579,7 +634,7 @@ def test_a_resumed_run_records_the_training_time_of_every_attempt(tmp_path, monk
 
     monkeypatch.setattr(runs, "run_tool", fake_tool)
     monkeypatch.setattr(runs, "read_train_log", lambda path: {})
-    corpus = corpora.Corpus("synthetic", "bin", {})
+    corpus = Corpus("synthetic", "en", "vf", "bin", [])
     (row, _, _), = runs.run_method(method, 1, corpus, args, {})  # fresh: its own wall time
     assert row.train_seconds < 60
     (row, _, _), = runs.run_method(method, 1, corpus, args, {})  # trained: not again
@@ -683,7 +738,7 @@ def test_transformer_methods_train_with_the_transformer_recipe():
         "tree2seq_transformer"]
     assert not any(m.family == "transformer" for m in methods.select_methods(
         methods.DEFAULT_METHODS["synthetic"]))
-    corpus = corpora.Corpus("synthetic", "bin", {})
+    corpus = Corpus("synthetic", "en", "vf", "bin", [])
     for method in family:
         cmd = runs.train_command(method, corpus, args, "save", seed=2)
         assert cmd[0] == "fairseq-train" and method.family == "transformer"
@@ -740,7 +795,7 @@ def test_a_linear_schedule_decays_to_zero_at_the_budget_and_averaging_keeps_its_
               "lr_scheduler=linear,updates=1510,epochs=none,average_last=3"]
     args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", *recipe])
     (backbone,) = methods.select_methods("syntax_transformer")
-    cmd = runs.train_command(backbone, corpora.Corpus("multi30k", "bin", {}), args, "save", 1)
+    cmd = runs.train_command(backbone, Corpus("multi30k", "en", "de", "bin", []), args, "save", 1)
     assert "--max-epoch" not in cmd and "--no-epoch-checkpoints" not in cmd
     assert cmd[cmd.index("--keep-last-epochs") + 1] == "3"
     assert runs.run_settings(backbone, backbone.key, args, "c")["checkpoint"] == \
@@ -801,13 +856,14 @@ def test_a_transformer_run_decodes_the_average_of_its_last_epochs(experiment_run
     epochs = sorted(p.name for p in run.glob("checkpoint[0-9]*.pt"))
     assert len(epochs) == 2 and record["scores"]["train_epochs"] >= 2  # the last two kept
     average = run / "checkpoint_average.pt"
-    assert f"--path {average} " in record["commands"]["generate_test"]
+    assert "--path $WORKDIR/runs/syntax_transformer/seed1/checkpoint_average.pt " in \
+        record["commands"]["generate_test"]
     states = [torch.load(run / name, weights_only=False)["model"] for name in epochs]
     averaged = torch.load(average, weights_only=False)["model"]
     for name, value in averaged.items():
         if value.is_floating_point():
             assert torch.allclose(value, (states[0][name] + states[1][name]) / 2, atol=1e-6)
-    whole = whole_split_loss(record["data_bin"], str(average))  # an average's own valid ppl
+    whole = whole_split_loss(str(work / "data-bin"), str(average))  # an average's own valid ppl
     assert (record["scores"]["valid_loss"], record["scores"]["valid_ppl"]) == (
         round(whole["loss"], 3), round(whole["ppl"], 2))
     section = _section(tmp / "A.md")
@@ -819,7 +875,7 @@ def test_a_transformer_run_decodes_the_average_of_its_last_epochs(experiment_run
     assert "(1 run(s), 0 failed;" in run_cli(argv).stderr
     assert average.stat().st_mtime_ns == written
     again = json.loads((tmp / "a_records" / "syntax_transformer.seed1.json").read_text())
-    assert again["scores"]["bleu"] == record["scores"]["bleu"]
+    assert again["scores"]["tests"] == record["scores"]["tests"]
 
 
 def test_a_record_written_before_a_recipe_key_reads_with_the_value_it_was_trained_with(
@@ -866,8 +922,8 @@ def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
         settings, scores, train = record["settings"], record["scores"], record["commands"]["train"]
         assert settings["family"] == "transformer" and settings["recipe"]["embed_dim"] == 16
         assert "--lr-scheduler inverse_sqrt" in train and "--max-update 4 " in train
-        assert scores["train_updates"] == 4 and scores["bleu"] is not None
-        assert scores["gen_bleu"] is not None
+        assert scores["train_updates"] == 4 and scores["tests"]["test"]["bleu"] is not None
+        assert scores["tests"]["gen"]["bleu"] is not None
         run = work / "runs" / methods.file_key(key) / "seed1"
         alignment = json.loads(run_cli([
             "fairseq-syntax-score-alignments", "--generate", str(run / "generate.align.out"),
@@ -875,11 +931,12 @@ def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
         assert alignment["sentences"] == 37
         assert scores["aer"] == pytest.approx(100 * alignment["aer"])
         cells = rows[key]
-        assert cells[0] == "1" and cells[7] == f"{100 * alignment['aer']:.2f}"
+        assert cells[0] == "1" and cells[9] == f"{100 * alignment['aer']:.2f}"
         task = "translation" if key == "transformer_align" else "syntax_translation"
         assert f"--task {task} " in train and f"--task {task} " in record["commands"]["align"]
         if task == "translation":  # valid ppl over every sentence, not fairseq's log's
-            whole = whole_split_loss(record["data_bin"], str(run / "checkpoint_best.pt"))
+            assert record["data_bin"] == "$DATA_BIN"  # no machine path in a record
+            whole = whole_split_loss(str(work / "data-bin"), str(run / "checkpoint_best.pt"))
             assert (scores["valid_loss"], scores["valid_ppl"]) == (
                 round(whole["loss"], 3), round(whole["ppl"], 2))
         if key == "sa_transformer":
@@ -888,9 +945,9 @@ def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
                 str(run / "induced.test.conllu"))], gold)
             assert [scores["da"], scores["ua"]] == [round(tree.model.directed_accuracy, 1),
                                                     round(tree.model.undirected_accuracy, 1)]
-            assert cells[8] == f"{scores['da']:.1f} / {scores['ua']:.1f}"
+            assert cells[10] == f"{scores['da']:.1f} / {scores['ua']:.1f}"
         else:
-            assert scores["da"] is None and cells[8] == "–"
+            assert scores["da"] is None and cells[10] == "–"
         if key == "transformer_align":  # fairseq-syntax-step-time builds syntax_translation runs
             assert scores["step_time_ratio"] is None
         else:  # against the Transformer backbone, at the recipe's sizes

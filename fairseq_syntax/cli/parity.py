@@ -21,9 +21,9 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax.cli import FAIRSEQ_LSTM, task_arch_args
-from fairseq_syntax.experiment.corpora import prepare_multi30k, prepare_synthetic
+from fairseq_syntax.experiment.corpora import prepare_corpus
 from fairseq_syntax.experiment.methods import DECODING, Row
-from fairseq_syntax.experiment.runs import score_split, size_args
+from fairseq_syntax.experiment.runs import score_test_set, size_args
 from fairseq_syntax.experiment.tools import read_train_log, tool_env, write_atomically
 from fairseq_syntax.user_dir import user_dir
 
@@ -100,7 +100,7 @@ def run_side_by_side(commands: Dict[str, List[str]], env, workdir: str) -> None:
 def parity(args) -> dict:
     """Train (unless done), decode and score both models; returns the summary."""
     os.makedirs(args.workdir, exist_ok=True)
-    corpus = prepare_multi30k(args) if args.corpus == "multi30k" else prepare_synthetic(args)
+    corpus = prepare_corpus(args)
     env = tool_env(1)
     saves = {name: os.path.join(args.workdir, name) for name in (LSTM, BACKBONE)}
     commands = {name: train_command(name, corpus.databin, args, save) for name, save in saves.items()}
@@ -115,9 +115,9 @@ def parity(args) -> dict:
         run_side_by_side(todo, env, args.workdir)
         for name in todo:
             write_atomically(os.path.join(saves[name], "done.json"), json.dumps(commands[name]))
-    splits = {} if args.no_decode else corpus.splits
-    generates = {f"{name}.{split}": generate_command(name, corpus.databin, args, saves[name], s.subset)
-                 for name in saves for split, s in splits.items()}
+    tests = [] if args.no_decode else corpus.test_sets
+    generates = {f"{name}.{t.name}": generate_command(name, corpus.databin, args, saves[name], t.subset)
+                 for name in saves for t in tests}
     print("decoding ...", file=sys.stderr, flush=True)
     outs = {}
     for key, cmd in generates.items():
@@ -127,16 +127,16 @@ def parity(args) -> dict:
     summary = {"commands": {n: shlex.join(c) for n, c in commands.items()}, "models": {}}
     for name, save in saves.items():
         row = Row(name, name)
-        for split, s in splits.items():
-            prefix = "" if split == "test" else split + "_"
-            score_split(row, prefix, corpus, s, outs[f"{name}.{split}"],
-                        os.path.join(args.workdir, f"{name}.{split}"))
+        for t in tests:
+            score_test_set(row, corpus, t, outs[f"{name}.{t.name}"],
+                           os.path.join(args.workdir, f"{name}.{t.name}"))
         epochs = epoch_stats(os.path.join(save, "train.log.jsonl"))
         wps = [e["train_wps"] for e in epochs.values() if "train_wps" in e]
         summary["models"][name] = {
             "epochs": epochs, "train_wps": sum(wps) / len(wps) if wps else None,
             "updates": read_train_log(os.path.join(save, "train.log.jsonl"))["train_updates"],
-            "scores": {k: v for k, v in vars(row).items() if v not in (None, "", {})},
+            "scores": {k: v for k, v in vars(row).items()
+                       if v not in (None, "", {}) and k != "hypotheses"},
         }
     write_atomically(os.path.join(args.workdir, "parity.json"), json.dumps(summary, indent=1) + "\n")
     return summary
@@ -153,10 +153,14 @@ def markdown(summary: dict) -> str:
     lines += ["", "| | fairseq lstm | attentional_rnn | ratio |", "| --- | ---: | ---: | ---: |",
               f"| training words/s | {lstm['train_wps']:.0f} | {rnn['train_wps']:.0f} | "
               f"{'–' if ratio is None else f'{ratio:.2f}'} |"]
-    for key in sorted(k for k in rnn["scores"] if k.endswith(("bleu", "chrf", "agreement", "agreement_long"))):
-        a, b = lstm["scores"].get(key), rnn["scores"].get(key)
-        lines.append(f"| {key.replace('_', ' ')} | {'–' if a is None else f'{a:.2f}'} | "
-                     f"{'–' if b is None else f'{b:.2f}'} | |")
+    for test, scores in rnn["scores"].get("tests", {}).items():
+        for key in ("bleu", "chrf", "agreement", "agreement_long"):
+            a = lstm["scores"].get("tests", {}).get(test, {}).get(key)
+            b = scores.get(key)
+            if a is not None or b is not None:
+                lines.append(f"| {test} {key.replace('_', ' ')} | "
+                             f"{'–' if a is None else f'{a:.2f}'} | "
+                             f"{'–' if b is None else f'{b:.2f}'} | |")
     if "bleu_signature" in rnn["scores"]:
         lines.append(f"\nBLEU signature: `{rnn['scores']['bleu_signature']}`")
     return "\n".join(lines) + "\n"
@@ -164,14 +168,15 @@ def markdown(summary: dict) -> str:
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fairseq-syntax-parity", description=__doc__.split("\n\n")[0])
-    p.add_argument("--corpus", choices=["synthetic", "multi30k"], required=True,
-                   help="multi30k: --data-bin of examples/multi30k/prepare.sh (BLEU on "
-                   "detokenised test_2016_flickr); synthetic: generated in WORKDIR or "
-                   "--data-bin/--raw (BLEU and agreement on test and gen)")
+    p.add_argument("--corpus", required=True, metavar="NAME|FILE",
+                   help="multi30k, kftt: --data-bin of examples/CORPUS/prepare.sh (BLEU and chrF "
+                   "on its detokenised test sets); synthetic: generated in WORKDIR or "
+                   "--data-bin/--raw (BLEU and agreement on test and gen); or a corpus "
+                   "description FILE (see fairseq-syntax-experiment)")
     p.add_argument("--workdir", required=True, help="checkpoints, logs, outputs, parity.json")
     p.add_argument("--data-bin", help="the data-bin (required for multi30k)")
     p.add_argument("--raw", help="synthetic: the folder fairseq-syntax-synthetic wrote")
-    p.add_argument("--multi30k-dir", help="multi30k: prepare.sh's --dest (default: the "
+    p.add_argument("--corpus-dir", help="multi30k, kftt: prepare.sh's --dest (default: the "
                    "parent of --data-bin)")
     p.add_argument("--epochs", type=int, default=3, help="training epochs (default: 3)")
     p.add_argument("--updates", type=int, default=None, help="also stop after this many updates")
@@ -201,8 +206,8 @@ def get_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = get_parser().parse_args(argv)
-    if args.corpus == "multi30k" and not args.data_bin:
-        get_parser().error("--corpus multi30k needs --data-bin")
+    if args.corpus in ("multi30k", "kftt") and not args.data_bin:
+        get_parser().error(f"--corpus {args.corpus} needs --data-bin")
     print(markdown(parity(args)))
     return 0
 

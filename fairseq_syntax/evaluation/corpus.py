@@ -115,7 +115,7 @@ def load_corpus(path: str) -> Corpus:
     if detok.startswith("glue:"):
         detok = "glue:" + where(detok[5:])
     corpus = Corpus(spec["name"], spec["source"], spec["target"], where(spec["data_bin"]),
-                    tests, spec.get("description", spec["name"]), detok,
+                    tests, spec.get("description", spec["name"]), detok,  # as corpora reads it
                     spec.get("bleu_tokenize", "13a"), list(spec.get("scores", [])))
     check_corpus(corpus, path)
     return corpus

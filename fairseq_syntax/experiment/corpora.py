@@ -87,8 +87,13 @@ def corpus_description(args, corpus: Optional[Corpus] = None) -> str:
     if args.corpus != "synthetic":
         if corpus is not None:
             return corpus.description
-        return MULTI30K_DESCRIPTION if args.corpus == "multi30k" else \
-            prepare_corpus(args).description
+        if args.corpus == "multi30k":
+            return MULTI30K_DESCRIPTION
+        if args.corpus not in PRESETS:  # a description file: its words, files or not
+            with open(args.corpus, encoding="utf-8") as f:
+                spec = json.load(f)
+            return spec.get("description", spec["name"])
+        return prepare_corpus(args).description
     stamp = generated_stamp(args)
     vocab = (stamp or {}).get("vocab_size") if args.data_bin else args.vocab_size
     if args.raw and stamp is None:

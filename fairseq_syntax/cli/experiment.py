@@ -69,14 +69,17 @@ import threading
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from fairseq_syntax.experiment.corpora import corpus_description, corpus_name, prepare_corpus
+from fairseq_syntax.experiment.corpora import (
+    PRESETS, corpus_description, corpus_name, prepare_corpus,
+)
 from fairseq_syntax.experiment.methods import (
     BACKBONE, TRANSFORMER_BACKBONE, family_of, DEFAULTS, DEFAULT_METHODS, DEFAULT_RESULTS, LR_SCHEDULERS, Method, TRANSFORMER_RECIPES,
     method_keys, record_path, select_methods,
 )
 from fairseq_syntax.experiment.comparisons import compare_methods
 from fairseq_syntax.experiment.records import (
-    host_facts, hypotheses_path, read_record, read_records, run_record, write_hypotheses, write_record,
+    host_facts, hypotheses_path, places_of, read_record, read_records, run_record, write_hypotheses,
+    write_record,
 )
 from fairseq_syntax.experiment.runs import run_dir, run_method, run_settings
 from fairseq_syntax.experiment.tables import (
@@ -301,7 +304,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     threads = tool_threads(args)
     env = tool_env(threads)
     host = host_facts(args, threads)
-    places = {"$WORKDIR": args.workdir, "$DATA_BIN": corpus.databin}
+    places = places_of(args.workdir, corpus.databin, corpus_home(args), args.results_dir,
+                       args.results)
 
     todo: List[Tuple[Method, int]] = []
     for method in methods:
@@ -378,6 +382,14 @@ def render_corpus(args):
         print(f"fairseq-syntax-experiment: note: {err}; paired tests come from the cache only",
               file=sys.stderr)
         return None
+
+
+def corpus_home(args) -> Optional[str]:
+    """The folder of the corpus's test files: ``--corpus-dir``, the parent of ``--raw``, or
+    the description file's folder (None: the data-bin's parent)."""
+    if args.corpus not in PRESETS:
+        return os.path.dirname(os.path.abspath(args.corpus))
+    return args.corpus_dir or (os.path.dirname(os.path.abspath(args.raw)) if args.raw else None)
 
 
 def backbones_of(by_key) -> dict:

@@ -95,6 +95,42 @@ def portable(text: str, places: Dict[str, str]) -> str:
     return text
 
 
+def places_of(workdir: Optional[str], databin: str, corpus_dir: Optional[str] = None,
+              results_dir: Optional[str] = None, results: Optional[str] = None) -> Dict[str, str]:
+    """The placeholders of :func:`portable` for a run (``None`` entries left out): the work
+    folder, the data-bin, the corpus's folder (default the data-bin's parent: the raw and
+    tokenised test files, gold trees), the results folder and file (outside the current
+    folder)."""
+    here = os.path.join(os.getcwd(), "")
+    results = {k: v for k, v in (("$RESULTS_DIR", results_dir), ("$RESULTS", results))
+               if v and not os.path.abspath(v).startswith(here)}  # else relative: ./docs/...
+    places = {"$WORKDIR": workdir, "$DATA_BIN": databin,
+              "$CORPUS_DIR": corpus_dir or os.path.dirname(os.path.abspath(databin)), **results}
+    return {k: v for k, v in places.items() if v}
+
+
+def portable_record(record: dict) -> dict:
+    """``record`` with :func:`portable` applied to its paths, the places read from its own
+    fields (``run_dir`` is ``WORKDIR/runs/METHOD/seedN``; the experiment command's options):
+    rewrites a record written before records held placeholders."""
+    import shlex
+
+    words = shlex.split(record["experiment_command"])
+    opts = {w: v for w, v in zip(words, words[1:]) if w.startswith("--")}
+    workdir = opts.get("--workdir") or os.path.dirname(os.path.dirname(os.path.dirname(
+        record["run_dir"])))
+    raw = opts.get("--raw")
+    places = places_of(workdir, record["data_bin"],
+                       opts.get("--corpus-dir") or (raw and os.path.dirname(raw)),
+                       opts.get("--results-dir"), opts.get("--results"))
+    places = {k: v for k, v in places.items() if os.path.isabs(v)}
+    out = dict(record)
+    for key in ("run_dir", "data_bin", "experiment_command"):
+        out[key] = portable(record[key], places)
+    out["commands"] = {k: portable(v, places) for k, v in record["commands"].items()}
+    return out
+
+
 def hypotheses_path(record_path: str) -> str:
     """Where a run's translations are kept beside its record (``METHOD.seedN.hyp.json.gz``)."""
     return record_path[:-len(".json")] + ".hyp.json.gz"

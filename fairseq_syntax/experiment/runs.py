@@ -7,7 +7,7 @@ import re
 import shlex
 import shutil
 import time
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from fairseq_syntax.cli import FAIRSEQ_PEERS, task_arch_args
 from fairseq_syntax.user_dir import user_dir
@@ -304,12 +304,16 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
         if resume and "train_seconds" in old:  # a trained run is only decoded again
             row.train_seconds = old["train_seconds"]
         else:
-            run_tool(cmd, log, env, stdout_path=os.path.join(save, "train.out"))
+            if not (resume and budget_spent(cmd, checkpoint_progress(last))):
+                run_tool(cmd, log, env, stdout_path=os.path.join(save, "train.out"))
             row.train_seconds = round(training_seconds(last) if resume else time.time() - start, 1)
             write_atomically(stamp, json.dumps({"train": shown(cmd),
                                                 "train_seconds": row.train_seconds}) + "\n")
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
             setattr(row, name, value)
+        progress = checkpoint_progress(last)
+        if progress:  # what was trained, whatever the log repeats
+            row.train_updates = progress["updates"]
         if average and not os.path.exists(ckpt):  # written (atomically) once training ended
             average_checkpoints(last_epoch_checkpoints(save, average), ckpt)
         if method.task == "translation" or average:  # fairseq's validation left the last
@@ -366,6 +370,35 @@ def last_epoch_checkpoints(save: str, n: int) -> List[str]:
         raise RuntimeError(f"{save} holds {len(epochs)} epoch checkpoints, the recipe averages "
                            f"the last {n}: train at least {n} epochs")
     return [os.path.join(save, f"checkpoint{e}.pt") for e in epochs[-n:]]
+
+
+def checkpoint_progress(checkpoint: str) -> Optional[dict]:
+    """The updates and training seconds of a fairseq checkpoint (None: none readable)."""
+    import torch
+
+    try:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        return {"updates": int(state["optimizer_history"][-1]["num_updates"]),
+                "seconds": float(state["extra_state"]["previous_training_time"])}
+    except Exception:  # noqa: BLE001 - missing, cut short or not fairseq's: fairseq decides
+        return None
+
+
+def budget_spent(cmd: Sequence[str], progress: Optional[dict]) -> bool:
+    """Whether a checkpoint at ``progress`` has spent the ``--max-update`` or
+    ``--stop-time-hours`` budget of the training command ``cmd``. fairseq checks both only
+    after an update: resumed from such a checkpoint it would train one update more. (An
+    ``--max-epoch`` budget it checks before the epoch, training none.)"""
+    if not progress:
+        return False
+    cmd = list(map(str, cmd))
+
+    def value(option: str) -> Optional[float]:
+        return float(cmd[cmd.index(option) + 1]) if option in cmd else None
+
+    updates, hours = value("--max-update"), value("--stop-time-hours")
+    return (updates is not None and progress["updates"] >= updates) or \
+        (hours is not None and progress["seconds"] > hours * 3600)
 
 
 def training_seconds(checkpoint: str) -> float:

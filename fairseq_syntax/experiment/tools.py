@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
@@ -28,15 +29,34 @@ def tool_threads(args) -> Optional[int]:
     return args.threads or (1 if args.jobs > 1 else None)
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child process: be killed (SIGKILL) when the thread that started it dies, as
+    Linux's ``PR_SET_PDEATHSIG`` does, and at once if ``parent`` is already gone. Elsewhere
+    than Linux, nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the prctl
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def run_tool(cmd: Sequence[str], log_path: str, env, stdout_path: Optional[str] = None) -> str:
-    """Run ``cmd``; stdout to ``stdout_path`` (or the log), stderr to the log. Returns stdout
+    """Run ``cmd``; stdout to ``stdout_path`` (or the log), stderr to the log. The tool dies
+    with this process (a killed harness leaves no fairseq-train behind). Returns stdout
     text; raises RuntimeError naming the log when it fails."""
+    parent = os.getpid()
     with open(log_path, "a") as log:
         log.write("$ " + shlex.join(map(str, cmd)) + "\n")
         log.flush()
         out = open(stdout_path, "w") if stdout_path else subprocess.PIPE
         try:
-            proc = subprocess.run(list(map(str, cmd)), stdout=out, stderr=log, env=env, text=True)
+            proc = subprocess.run(list(map(str, cmd)), stdout=out, stderr=log, env=env, text=True,
+                                  preexec_fn=lambda: die_with_parent(parent))
         finally:
             if stdout_path:
                 out.close()
@@ -52,13 +72,14 @@ def run_tool(cmd: Sequence[str], log_path: str, env, stdout_path: Optional[str] 
 def run_function(fn, kwargs: dict, log_path: str, threads: Optional[int] = None):
     """``fn(**kwargs)`` in a fresh Python process, as a tool's own process ran it: its own
     CPU clock (step times), torch threads (``threads``; None: torch's default) and memory,
-    its output appended to ``log_path``. Returns what ``fn`` returns; an error exit raises
-    RuntimeError naming the log."""
+    its output appended to ``log_path``; it dies with this process. Returns what ``fn``
+    returns; an error exit raises RuntimeError naming the log."""
     with open(log_path, "a") as log:
         log.write(f"> {fn.__module__}.{fn.__qualname__}("
                   + ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) + ")\n")
     spawn = multiprocessing.get_context("spawn")  # no fork of a process with threads
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn, initializer=die_with_parent,
+                                                initargs=(os.getpid(),)) as pool:
         return pool.submit(_logged_call, fn, kwargs, log_path, threads).result()
 
 

@@ -43,3 +43,60 @@ def test_no_module_of_the_plugin_imports_preprocessing():
         if name.split(".")[0] == "fairseq_syntax_preprocess"
     }
     assert offenders == set()
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph():
+    """The plugin's modules and, for each, the plugin's modules it imports (anywhere in the
+    file, function bodies too; ``from a import b`` counts as importing ``a.b`` when that is
+    a module, else ``a``)."""
+    import networkx as nx
+
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                parts = package.split(".")
+                base = ".".join((parts[: len(parts) - node.level + 1] if node.level else [])
+                                + ([node.module] if node.module else []))
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                           for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in modules:  # fairseq_syntax.a.b.func -> module
+                    target = target.rpartition(".")[0]
+                if target and target != name and not name.startswith(target + "."):
+                    graph.add_edge(name, target)  # (a package's own __init__ runs anyway)
+    return graph
+
+
+def test_the_import_graph_resolves_relative_and_function_level_imports():
+    graph = _import_graph()
+    assert graph.has_edge("fairseq_syntax.data.raw_input", "fairseq_syntax.data.side_files")
+    assert graph.has_edge("fairseq_syntax.cli.experiment", "fairseq_syntax.experiment.runs")
+
+
+def test_no_two_modules_import_each_other_directly_or_through_others():
+    import networkx as nx
+
+    cycles = list(nx.simple_cycles(_import_graph()))
+    assert cycles == []
+
+
+def test_nothing_outside_cli_imports_cli():
+    graph = _import_graph()
+    offenders = sorted(f"{a} -> {b}" for a, b in graph.edges
+                       if b.startswith("fairseq_syntax.cli")
+                       and not a.startswith("fairseq_syntax.cli"))
+    assert offenders == []

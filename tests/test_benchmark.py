@@ -1,18 +1,16 @@
 """fairseq-syntax-benchmark's table: every ratio is to the backbone's row."""
-from types import SimpleNamespace
-
-from fairseq_syntax.cli.benchmark import LoadingRow, Row, loading_markdown, markdown
+from fairseq_syntax.evaluation.throughput import LoadingRow, Throughput, loading_markdown, markdown
 
 
 def test_table_ratios_are_to_the_backbone():
-    rows = [Row("attentional_rnn", 1000.0, 500.0, 20.0, 400.0), Row("tree2seq", 600.0, 550.0, 10.0, 300.0),
-            Row("broken", error="fairseq-train failed, see x.log")]
-    args = SimpleNamespace(updates=4, max_tokens=100, embed_dim=8, encoder_hidden=8, decoder_hidden=16)
+    rows = [Throughput("attentional_rnn", 1000.0, 500.0, 20.0, 400.0),
+            Throughput("tree2seq", 600.0, 550.0, 10.0, 300.0),
+            Throughput("broken", error="fairseq-train failed, see x.log")]
     loading = [LoadingRow("everything", True, {"collater": 2.0, "loader": 4.0},
                           {"collater": 5.0, "loader": 5.0}),
                LoadingRow("distances (SDAtt)", False, {"collater": 1.0, "loader": 2.0},
                           {"collater": 1.1, "loader": 2.1})]
-    table = markdown(rows, args) + loading_markdown(loading)
+    table = markdown(rows, 4, 100, 8, 8, 16) + loading_markdown(loading)
     cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
              for line in table.splitlines() if line.startswith("| ") and "---" not in line}
     assert cells["attentional_rnn"] == ["1000", "1.00", "500", "1.00", "20.0", "1.00", "400", "1.00"]
@@ -25,7 +23,7 @@ def test_table_ratios_are_to_the_backbone():
 def test_speeds_are_fairseqs_own_figures(tmp_path):
     """Training words/s: fairseq's train_wps of the last epoch in its JSON log (not the
     inner 'wps' lines); decoding: fairseq-generate's summary line, thousands with commas."""
-    from fairseq_syntax.cli.benchmark import decode_speed, last_train_wps
+    from fairseq_syntax.evaluation.throughput import decode_speed, last_train_wps
 
     log = tmp_path / "train.jsonl"
     log.write_text('{"epoch": 1, "update": 0.5, "wps": "900"}\n'

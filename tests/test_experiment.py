@@ -13,13 +13,15 @@ from fairseq.data import Dictionary
 from sacrebleu.metrics import BLEU, CHRF
 
 from conftest import TINY_MODEL, USER_DIR, run_cli
-from fairseq_syntax.cli import experiment, parity, task_arch_args
+from fairseq_syntax.cli import experiment, parity
+from fairseq_syntax.evaluation.architectures import task_arch_args
 from fairseq_syntax.experiment import corpora, methods, records, runs, tables
 from fairseq_syntax.cli.parity import LSTM
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.experiment.tables import update_results
+from fairseq_syntax.evaluation.fairseq_log import read_train_log
 from fairseq_syntax.experiment.tools import (
-    average_checkpoints, read_train_log, smoothed_loss_floor, whole_split_loss,
+    average_checkpoints, smoothed_loss_floor, whole_split_loss,
 )
 from fairseq_syntax.data.synthetic_corpus import agreement_report, detokenize
 from fairseq_syntax.syntax.conllu_io import read_conllu_trees
@@ -804,7 +806,7 @@ def test_a_linear_schedule_decays_to_zero_at_the_budget_and_averaging_keeps_its_
     # line to 0 at the last update
     from fairseq import optim
     from fairseq.optim import lr_scheduler
-    from fairseq_syntax.cli import training_config
+    from fairseq_syntax.evaluation.checkpoints import training_config
 
     cfg = training_config(["bin", *cmd[cmd.index("--optimizer"):cmd.index("--max-tokens")],
                            "--arch", "transformer", "--max-update", "1510"])

@@ -12,7 +12,7 @@ from conftest import TINY_MODEL
 from fairseq_syntax.cli import experiment
 from fairseq_syntax.evaluation.corpus import Corpus, TestSet
 from fairseq_syntax.experiment import methods, runs
-from fairseq_syntax.experiment.tools import read_train_log
+from fairseq_syntax.evaluation.fairseq_log import read_train_log
 
 
 def _alive(pid: int) -> bool:

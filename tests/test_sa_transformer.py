@@ -14,7 +14,7 @@ from model_utils import build_model, incremental_log_probs, random_batch
 from test_matrix_tree import brute_force
 from test_transformer_backbone import transformer_train_args
 
-from fairseq_syntax.cli.induced_trees import table3_column
+from fairseq_syntax.evaluation.induced_trees import table3_column
 from fairseq_syntax.modules.tree_marginal_attention import tree_marginal_weights
 from fairseq_syntax.syntax.dependency import validate_heads
 from fairseq_syntax.syntax.tree_scores import format_table3, read_gold_trees, score_corpus

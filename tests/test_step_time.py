@@ -1,7 +1,8 @@
 """fairseq-syntax-step-time: same batches for every run, ratios to the first run."""
 from conftest import TINY_MODEL
 
-from fairseq_syntax.cli.step_time import markdown, measure
+from fairseq_syntax.cli.step_time import markdown
+from fairseq_syntax.evaluation.step_time import measure
 
 
 def test_ratios_are_to_the_first_run():
@@ -21,7 +22,7 @@ def test_every_run_is_timed_on_the_same_batches(synthetic_databin):
 def test_lstm_is_fairseqs_own_as_the_parity_benchmark_builds_it(synthetic_databin):
     from fairseq.models.lstm import LSTMModel
 
-    from fairseq_syntax.cli.step_time import build_run
+    from fairseq_syntax.evaluation.step_time import build_run
 
     task, model, _, _ = build_run(str(synthetic_databin), "lstm+label_smoothed_cross_entropy", TINY_MODEL)
     embed = int(TINY_MODEL[TINY_MODEL.index("--decoder-embed-dim") + 1])
@@ -35,7 +36,7 @@ def test_lstm_is_fairseqs_own_as_the_parity_benchmark_builds_it(synthetic_databi
 def test_transformer_is_fairseqs_own_under_the_translation_task(synthetic_databin):
     from fairseq.models.transformer import TransformerModel
 
-    from fairseq_syntax.cli.step_time import build_run
+    from fairseq_syntax.evaluation.step_time import build_run
 
     sizes = ["--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-layers", "1",
              "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-layers", "1"]

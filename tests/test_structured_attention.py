@@ -265,7 +265,7 @@ def test_gate_layer_shares_or_separates_weights_and_returns_its_gates(shared):
 def test_table3_columns_belong_to_the_induced_trees_tool_not_to_the_models():
     from fairseq.models import MODEL_REGISTRY
 
-    from fairseq_syntax.cli.induced_trees import table3_column
+    from fairseq_syntax.evaluation.induced_trees import table3_column
 
     ours = [cls for cls in MODEL_REGISTRY.values() if cls.__module__.startswith("fairseq_syntax.")]
     assert StructuredAttentionRNNModel in ours

@@ -65,7 +65,7 @@ def load(args):
     """The model, the task, and the sentence's sample (a batch of one)."""
     from fairseq import utils
 
-    from fairseq_syntax.cli import load_trained_model
+    from fairseq_syntax.evaluation.checkpoints import load_trained_model
     from fairseq_syntax.models.look_ahead_rnn import LookAheadRNNModel
 
     use_cuda = torch.cuda.is_available() and not args.cpu

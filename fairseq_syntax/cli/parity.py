@@ -20,63 +20,46 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence
 
-from fairseq_syntax.cli import FAIRSEQ_LSTM, task_arch_args
+from fairseq_syntax.evaluation.architectures import BACKBONE, FAIRSEQ_LSTM, task_arch_args
 from fairseq_syntax.experiment.corpora import prepare_corpus
 from fairseq_syntax.experiment.methods import DECODING, Row
-from fairseq_syntax.experiment.runs import score_test_set, size_args
-from fairseq_syntax.experiment.tools import read_train_log, tool_env, write_atomically
+from fairseq_syntax.experiment.runs import score_test_set
+from fairseq_syntax.evaluation.fairseq_commands import fairseq_train_command, rnn_size_args
+from fairseq_syntax.evaluation.fairseq_log import epoch_stats, read_train_log
+from fairseq_syntax.experiment.tools import tool_env, write_atomically
 from fairseq_syntax.user_dir import user_dir
 
-BACKBONE, LSTM = "attentional_rnn", FAIRSEQ_LSTM
+LSTM = FAIRSEQ_LSTM
 
 
 def model_args(name: str, args) -> List[str]:
-    """Task, architecture and sizes of one of the two models (--user-dir: the plugin lets
-    torch.load read fairseq's checkpoints too)."""
+    """Task, architecture and sizes of one of the two models."""
     extra = [] if name == LSTM else shlex.split(args.backbone_args)
-    return ["--user-dir", user_dir(), *task_arch_args(name, args.embed_dim), *size_args(args),
+    return [*task_arch_args(name, args.embed_dim),
+            *rnn_size_args(args.embed_dim, args.encoder_hidden, args.decoder_hidden, args.dropout),
             *extra]
 
 
 def train_command(name: str, databin: str, args, save: str) -> List[str]:
     budget = (["--max-epoch", str(args.epochs)] if args.epochs else []) + \
              (["--max-update", str(args.updates)] if args.updates else [])
-    return ["fairseq-train", databin, *model_args(name, args),
-            "--criterion", "label_smoothed_cross_entropy", "--label-smoothing",
-            str(args.label_smoothing), "--optimizer", "adam", "--lr", str(args.lr),
-            "--clip-norm", str(args.clip_norm), "--max-tokens", str(args.max_tokens), *budget,
-            "--seed", str(args.seed), "--num-workers", "0", "--save-dir", save,
-            "--required-batch-size-multiple", "1",  # fairseq #5036: every valid sentence
-            "--no-epoch-checkpoints", "--no-progress-bar", "--log-format", "json",
-            "--log-file", os.path.join(save, "train.log.jsonl"), "--log-interval", "50",
-            *([] if args.gpu else ["--cpu"])]
+    options = [*model_args(name, args), "--criterion", "label_smoothed_cross_entropy",
+               "--label-smoothing", str(args.label_smoothing), "--optimizer", "adam",
+               "--lr", str(args.lr), "--clip-norm", str(args.clip_norm),
+               "--max-tokens", str(args.max_tokens), *budget]
+    return fairseq_train_command(
+        databin, options, save, args.seed, os.path.join(save, "train.log.jsonl"), 50,
+        checkpoints=["--required-batch-size-multiple", "1",  # fairseq #5036: every valid
+                     "--no-epoch-checkpoints"], after=[] if args.gpu else ["--cpu"])
 
 
 def generate_command(name: str, databin: str, args, save: str, subset: str) -> List[str]:
     options = model_args(name, args)
-    task = options[:options.index("--arch")]  # --user-dir and --task
+    task = ["--user-dir", user_dir(), *options[:options.index("--arch")]]  # the plugin lets
+    # torch.load read fairseq's checkpoints too
     return ["fairseq-generate", databin, *task, "--path", os.path.join(save, "checkpoint_last.pt"),
             "--gen-subset", subset, *DECODING, *([] if args.gpu else ["--cpu"]),
             "--required-batch-size-multiple", "1"]  # fairseq #5036: keep the last batch
-
-
-def epoch_stats(log_path: str) -> Dict[int, dict]:
-    """``{epoch: {"valid_ppl", "valid_loss", "train_wps"}}`` from fairseq's JSON log lines."""
-    stats: Dict[int, dict] = {}
-    with open(log_path, encoding="utf-8") as f:
-        for line in f:
-            line = line[line.find("{"):]
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if "epoch" not in record:
-                continue
-            epoch = stats.setdefault(int(record["epoch"]), {})
-            for key in ("valid_ppl", "valid_loss", "train_wps"):
-                if key in record:
-                    epoch[key] = float(record[key])
-    return stats
 
 
 def run_side_by_side(commands: Dict[str, List[str]], env, workdir: str) -> None:

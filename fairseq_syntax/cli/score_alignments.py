@@ -39,30 +39,11 @@ message`` and exits with 1.
 """
 import argparse
 import json
-import re
 import sys
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Optional, Sequence
 
-from fairseq_syntax.syntax.alignment_scores import (
-    Link,
-    SentenceAlignment,
-    check_alignment_range,
-    collapse_attention_to_words,
-    hard_links_from_attention,
-    parse_pharaoh_links,
-    read_naacl_file,
-    read_pharaoh_file,
-    score_alignments,
-)
-from fairseq_syntax.syntax.errors import SyntaxInputError, exit_on_input_error
-from fairseq_syntax.syntax.pharaoh import format_pharaoh
-from fairseq_syntax.syntax.subwords import pieces_per_word, word_index_of_pieces, word_links
-from fairseq_syntax.syntax.text_io import iter_decoded_lines
-
-PROG = "fairseq-syntax-score-alignments"
-_GEN_LINE = re.compile(r"([STHDPAI])-(\d+)\t(.*)")
-_SOFT_ROW = re.compile(r"[0-9.eE+-]+(,[0-9.eE+-]+)*")
+from fairseq_syntax.evaluation.alignments import PROG, score_alignment_files
+from fairseq_syntax.syntax.errors import exit_on_input_error
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -108,195 +89,6 @@ def get_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# --------------------------------------------------------------------------- generate output
-
-
-@dataclass
-class GeneratedSentence:
-    """One sentence of fairseq-generate output (first hypothesis only)."""
-
-    sid: int
-    source: Optional[List[str]] = None
-    reference: Optional[List[str]] = None
-    hypothesis: Optional[List[str]] = None
-    alignment: Optional[str] = None
-    alignment_line: int = 0
-    lines: Dict[str, int] = field(default_factory=dict)
-
-
-def read_generate_output(path: str) -> Dict[int, GeneratedSentence]:
-    """Collect S-/T-/H-/A- lines by sentence id; only the first H- and A- count (nbest)."""
-    sentences: Dict[int, GeneratedSentence] = {}
-    source = "/dev/stdin" if path == "-" else path
-    for number, text in iter_decoded_lines(source):
-        match = _GEN_LINE.fullmatch(text)
-        if match is None:
-            continue
-        kind, sid, rest = match.group(1), int(match.group(2)), match.group(3)
-        sent = sentences.setdefault(sid, GeneratedSentence(sid))
-        if kind in sent.lines:
-            continue
-        sent.lines[kind] = number
-        if kind == "S":
-            sent.source = rest.split()
-        elif kind == "T":
-            sent.reference = rest.split()
-        elif kind == "H":
-            fields = rest.split("\t", 1)
-            sent.hypothesis = fields[1].split() if len(fields) > 1 else []
-        elif kind == "A":
-            sent.alignment = rest
-            sent.alignment_line = number
-    return sentences
-
-
-def _detect_kind(alignment: str, path: str, line: int) -> str:
-    tokens = alignment.split()
-    if not tokens:
-        return "hard"
-    if all(re.fullmatch(r"\d+-\d+", t) for t in tokens):
-        return "hard"
-    if all(_SOFT_ROW.fullmatch(t) for t in tokens):
-        return "soft"
-    raise SyntaxInputError(
-        "the A- line is neither hard links (i-j) nor soft rows (comma-separated "
-        "probabilities)", path, line,
-    )
-
-
-def links_from_generated(sent: GeneratedSentence, path: str, kind: str, threshold: float,
-                         subword: str) -> List[Link]:
-    """Word-level links of one generated sentence (see the module docstring)."""
-    line = sent.alignment_line
-    if sent.source is None or sent.hypothesis is None:
-        raise SyntaxInputError(
-            f"sentence {sent.sid} has an A- line but no {'S-' if sent.source is None else 'H-'} "
-            "line", path, line,
-        )
-    ref = [p.replace("<<unk>>", "<unk>") for p in sent.reference] if sent.reference else None
-    if ref is not None and ref != sent.hypothesis:
-        raise SyntaxInputError(
-            f"sentence {sent.sid}: the hypothesis (H-) is not the reference (T-); alignment "
-            "scores need the reference force-decoded: fairseq-generate --beam 1 "
-            "--prefix-size 1024 --print-alignment soft (or --score-reference "
-            "--print-alignment hard)", path, sent.lines.get("H"),
-        )
-    src_words = word_index_of_pieces(pieces_per_word(sent.source, subword))
-    tgt_words = word_index_of_pieces(pieces_per_word(sent.hypothesis, subword))
-    n_src, n_tgt = len(sent.source), len(sent.hypothesis)
-    if kind == "auto":
-        kind = _detect_kind(sent.alignment, path, line)
-    if kind == "hard":
-        links = parse_pharaoh_links(sent.alignment, 0, False, path, line)
-        for i, j in links.sure:
-            if i >= n_src or j >= n_tgt:
-                raise SyntaxInputError(
-                    f"link {i}-{j} is outside the {n_src} source and {n_tgt} hypothesis "
-                    "pieces of the S-/H- lines (run fairseq-generate without --post-process)",
-                    path, line,
-                )
-        return word_links(links.sure, src_words, tgt_words)
-    rows = []
-    for t, token in enumerate(sent.alignment.split()):
-        try:
-            rows.append([float(x) for x in token.split(",")])
-        except ValueError:
-            raise SyntaxInputError(
-                f"row {t + 1} of the soft A- line is not comma-separated numbers", path, line
-            ) from None
-    shapes = {len(r) for r in rows}
-    if len(rows) != n_tgt + 1 or shapes != {n_src + 1}:
-        raise SyntaxInputError(
-            f"sentence {sent.sid}: the soft A- line has {len(rows)} rows of "
-            f"{'/'.join(map(str, sorted(shapes))) or 0} values, but the H- line has {n_tgt} "
-            f"pieces and the S- line {n_src} (expected {n_tgt + 1} rows of {n_src + 1}: "
-            "pieces then eos); run fairseq-generate without --post-process/--remove-bpe",
-            path, line,
-        )
-    words = collapse_attention_to_words(rows[:n_tgt], src_words, tgt_words)
-    return hard_links_from_attention(words, max(src_words, default=-1) + 1, threshold)
-
-
-# --------------------------------------------------------------------------- driver
-
-
-def read_gold(args) -> List[SentenceAlignment]:
-    if args.gold_format == "naacl":
-        gold = read_naacl_file(args.gold)
-    else:
-        gold = read_pharaoh_file(args.gold, args.gold_index_base, allow_possible=True)
-    if args.gold_reverse:
-        gold = [g.swapped() for g in gold]
-    return gold
-
-
-def _gold_line(args, k: int) -> Optional[int]:
-    return k + 1 if args.gold_format == "pharaoh" else None
-
-
-def score(args) -> dict:
-    """Run the command on parsed ``args``; returns the scores (see ``AlignmentCounts``)."""
-    gold = read_gold(args)
-    gold_base = args.gold_index_base if args.gold_format == "pharaoh" else 1
-    hypotheses: List[List[Link]] = []
-    golds: List[SentenceAlignment] = []
-    if args.generate is not None:
-        sentences = read_generate_output(args.generate)
-        with_alignment = [s for s in sentences.values() if s.alignment is not None]
-        if not with_alignment:
-            raise SyntaxInputError(
-                "no A- lines: run fairseq-generate with --print-alignment soft (or hard)",
-                args.generate,
-            )
-        for sent in sorted(with_alignment, key=lambda s: s.sid):
-            if sent.sid >= len(gold):
-                raise SyntaxInputError(
-                    f"sentence id {sent.sid} but the gold file has {len(gold)} sentences "
-                    "(ids are 0-based lines of the generated split)",
-                    args.generate, sent.alignment_line,
-                )
-            links = links_from_generated(sent, args.generate, args.alignment, args.threshold,
-                                         args.subword)
-            n_src = len(pieces_per_word(sent.source, args.subword))
-            n_tgt = len(pieces_per_word(sent.hypothesis, args.subword))
-            check_alignment_range(gold[sent.sid], n_src, n_tgt, args.gold,
-                                  _gold_line(args, sent.sid), gold_base, "--gold-index-base")
-            hypotheses.append(links)
-            golds.append(gold[sent.sid])
-        if len(with_alignment) < len(gold):
-            print(f"{PROG}: note: {len(with_alignment)} of {len(gold)} gold sentences are in "
-                  f"{args.generate}; the others are not scored", file=sys.stderr)
-    else:
-        hyp = read_pharaoh_file(args.hypothesis, args.hypothesis_index_base, allow_possible=False)
-        if len(hyp) != len(gold):
-            raise SyntaxInputError(
-                f"{len(hyp)} hypothesis lines but the gold file {args.gold} has {len(gold)} "
-                "sentences", args.hypothesis,
-            )
-        if args.text is not None:
-            lines = list(iter_decoded_lines(args.text))
-            if len(lines) != len(gold):
-                raise SyntaxInputError(
-                    f"{len(lines)} lines but the gold file has {len(gold)} sentences", args.text
-                )
-            for k, (number, text) in enumerate(lines):
-                parts = text.split("|||")
-                if len(parts) != 2:
-                    raise SyntaxInputError("expected 'source ||| target'", args.text, number)
-                n_src, n_tgt = len(parts[0].split()), len(parts[1].split())
-                check_alignment_range(gold[k], n_src, n_tgt, args.gold, _gold_line(args, k),
-                                      gold_base, "--gold-index-base")
-                check_alignment_range(hyp[k], n_src, n_tgt, args.hypothesis, k + 1,
-                                      args.hypothesis_index_base, "--hypothesis-index-base")
-        hypotheses = [sorted(h.sure) for h in hyp]
-        golds = gold
-    if args.write_links:
-        with open(args.write_links, "w", encoding="utf-8") as out:
-            for links in hypotheses:
-                out.write(format_pharaoh(sorted(links)) + "\n")
-    return score_alignments(hypotheses, golds).as_dict()
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point: prints the scores; bad input exits with status 1 and a one-line error."""
     parser = get_parser()
@@ -306,7 +98,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.text is not None and args.hypothesis is None:
         parser.error("--text goes with --hypothesis (generate output carries its own text)")
     with exit_on_input_error(PROG):
-        scores = score(args)
+        scores = score_alignment_files(
+            args.gold, args.generate, args.hypothesis, args.gold_format, args.gold_index_base,
+            args.gold_reverse, args.hypothesis_index_base, args.text, args.alignment,
+            args.threshold, args.subword, args.write_links)
     if args.json:
         print(json.dumps(scores, sort_keys=True))
     else:

@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import sys
-from typing import Optional
+from typing import Optional, Tuple
 
 from fairseq_syntax.data.side_files import FORMAT_VERSION
 from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpus
@@ -113,6 +113,24 @@ def corpus_description(args, corpus: Optional[Corpus] = None) -> str:
             f"train/valid/test/gen pairs{vocab}, gold trees and alignments")
 
 
+def build_synthetic(raw: str, databin: str, log: str, vocab_size: int,
+                    sizes: Optional[Tuple[int, int, int, int]] = (20000, 500, 500, 500),
+                    seed: int = 1, env=None) -> None:
+    """Generate the synthetic corpus into ``raw`` (train/valid/test/gen ``sizes``; None: the
+    files there are given) and preprocess it into ``databin`` (``log``: what ran)."""
+    if sizes is not None:
+        shutil.rmtree(raw, ignore_errors=True)  # no stale gen files
+        summary = generate_corpus(raw, seed, *sizes)
+        with open(log, "a") as f:
+            f.write(f"> generate_corpus: {summary['sizes']} pairs to {raw}\n")
+    tests = f"{raw}/test" + (f",{raw}/gen" if os.path.exists(f"{raw}/gen.vf") else "")
+    run_tool(["fairseq-syntax-preprocess", "--source-lang", "en", "--target-lang", "vf",
+              "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid",
+              "--testpref", tests, "--align-suffix", "align",
+              "--vocab-size", str(vocab_size), "--destdir", databin,
+              "--workers", "1", "--force"], log, env if env is not None else tool_env(None))
+
+
 def prepare_synthetic(args) -> Corpus:
     """Generate and preprocess the synthetic corpus (or take ``--data-bin`` and ``--raw``).
 
@@ -128,18 +146,9 @@ def prepare_synthetic(args) -> Corpus:
         stamp = corpus_stamp(args)
         old = json.load(open(stamp_path)) if os.path.exists(stamp_path) else None
         if old != stamp or not os.path.exists(os.path.join(databin, "syntax_manifest.json")):
-            if not args.raw:
-                shutil.rmtree(raw, ignore_errors=True)  # WORKDIR/raw: no stale gen files
-                summary = generate_corpus(raw, args.corpus_seed, args.train_size,
-                                          args.valid_size, args.test_size, args.gen_size)
-                with open(log, "a") as f:
-                    f.write(f"> generate_corpus: {summary['sizes']} pairs to {raw}\n")
-            tests = f"{raw}/test" + (f",{raw}/gen" if os.path.exists(f"{raw}/gen.vf") else "")
-            run_tool(["fairseq-syntax-preprocess", "--source-lang", "en", "--target-lang", "vf",
-                      "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid",
-                      "--testpref", tests, "--align-suffix", "align",
-                      "--vocab-size", str(args.vocab_size), "--destdir", databin,
-                      "--workers", "1", "--force"], log, env)
+            sizes = None if args.raw else (args.train_size, args.valid_size, args.test_size,
+                                           args.gen_size)
+            build_synthetic(raw, databin, log, args.vocab_size, sizes, args.corpus_seed, env)
             write_atomically(stamp_path, json.dumps(stamp, indent=1) + "\n")
     for name in ("test.vf", "test.align", "test.en.conllu"):
         if not os.path.exists(os.path.join(raw, name)):

@@ -5,10 +5,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from fairseq_syntax.cli import FAIRSEQ_LSTM, FAIRSEQ_TRANSFORMER
+from fairseq_syntax.evaluation.architectures import (
+    BACKBONE, FAIRSEQ_LSTM, FAIRSEQ_TRANSFORMER, TRANSFORMER_BACKBONE, rnn_architectures,
+    transformer_architectures,
+)
 
-BACKBONE = "attentional_rnn"
-TRANSFORMER_BACKBONE = "syntax_transformer"
 FAIRSEQ_TRANSFORMER_PEER = "fairseq_transformer"  # fairseq's own transformer
 TREE_INDUCING = ("sa_nmt", "fa_nmt", "sa_transformer")  # arch prefixes whose encoders induce trees
 DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
@@ -152,8 +153,6 @@ def all_methods() -> List[Method]:
     """Every architecture on the RNN backbone (the sizes and budgets here are the RNN's),
     backbone first, and the criterion and option variants; then the Transformer family
     (:func:`transformer_methods`)."""
-    from fairseq_syntax.cli.benchmark import rnn_architectures
-
     methods = [Method(a, a) for a in rnn_architectures()]
     for m in methods:
         if m.arch == "tree2seq":
@@ -173,7 +172,7 @@ def all_methods() -> List[Method]:
 
 def transformer_methods() -> List[Method]:
     """The Transformer family (issue 17) under its recipe: every mechanism's architecture at
-    the recipe's sizes (``benchmark.transformer_architectures``, backbone first), the backbone
+    the recipe's sizes (``architectures.transformer_architectures``, backbone first), the backbone
     under ``supervised_attention_cross_entropy`` (Mi et al. on the recipe's alignment head)
     and, to compare with it, fairseq's own ``transformer_align`` under
     ``label_smoothed_cross_entropy_with_alignment`` (``--task translation --load-alignments``:
@@ -182,8 +181,6 @@ def transformer_methods() -> List[Method]:
     is the RNN backbone's: same sizes, recipe, batches and budget. SDAtt runs twice: every
     cross-attention head syntax-directed (the architectures' default), and one head per layer
     (``+one_head``, ``--sdatt-heads 1``)."""
-    from fairseq_syntax.cli.benchmark import transformer_architectures
-
     methods = [Method(a, a, family="transformer") for a in transformer_architectures()]
     for arch in ("sdatt_double_transformer", "sdatt_transformer"):  # a chosen set of heads:
         at = next(i for i, m in enumerate(methods) if m.key == arch) + 1  # one per layer

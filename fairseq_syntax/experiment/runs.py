@@ -9,16 +9,18 @@ import shutil
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from fairseq_syntax.cli import FAIRSEQ_PEERS, task_arch_args
+from fairseq_syntax.evaluation.architectures import FAIRSEQ_PEERS, task_arch_args
 from fairseq_syntax.user_dir import user_dir
 
 from fairseq_syntax.evaluation.corpus import Corpus, TestSet
+from fairseq_syntax.evaluation.fairseq_commands import fairseq_train_command, rnn_size_args
+from fairseq_syntax.evaluation.fairseq_log import read_train_log
 from .methods import (
     AVERAGED_CHECKPOINT, BACKBONE, DECODED_CHECKPOINT, DECODING, Method, RUN_STAMP, Row,
     TRANSFORMER_BACKBONE, TREE_INDUCING, file_key,
 )
 from .tools import (
-    average_checkpoints, hypotheses_of, read_lines, read_train_log, ribes_of, run_function,
+    average_checkpoints, hypotheses_of, read_lines, ribes_of, run_function,
     run_tool, shown, smoothed_loss_floor, target_vocab_size, tool_threads, whole_split_loss,
     write_atomically, write_lines,
 )
@@ -70,19 +72,17 @@ def transformer_train_command(method: Method, corpus: Corpus, args, save: str,
     budget = [*(["--max-update", str(r["updates"])] if r["updates"] else []),
               *(["--max-epoch", str(r["epochs"])] if r["epochs"] else []),
               *(["--stop-time-hours", str(args.max_minutes / 60)] if args.max_minutes else [])]
-    return [
-        "fairseq-train", corpus.databin, "--user-dir", user_dir(), "--task", method.task,
-        *method.train_args, "--arch", method.arch, *method.model_args,
+    options = [
+        "--task", method.task, *method.train_args, "--arch", method.arch, *method.model_args,
         *transformer_model_args(method, r), *criterion_args(method, args),
         "--optimizer", "adam", "--adam-betas", r["adam_betas"], "--lr", str(r["lr"]),
         *schedule_args(r), "--weight-decay", str(r["weight_decay"]),
         "--clip-norm", str(r["clip_norm"]), "--max-tokens", str(r["max_tokens"]), *budget,
-        "--seed", str(seed), "--num-workers", "0", "--save-dir", save,
-        *(["--keep-last-epochs", str(r["average_last"])] if r["average_last"]
-          else ["--no-epoch-checkpoints"]), "--no-progress-bar",
-        "--log-format", "json", "--log-file", os.path.join(save, "train.log.jsonl"),
-        "--log-interval", str(interval), *device_args(args),
     ]
+    return fairseq_train_command(
+        corpus.databin, options, save, seed, os.path.join(save, "train.log.jsonl"), interval,
+        checkpoints=(["--keep-last-epochs", str(r["average_last"])] if r["average_last"]
+                     else ["--no-epoch-checkpoints"]), after=device_args(args))
 
 
 def schedule_args(recipe: dict) -> List[str]:
@@ -111,24 +111,17 @@ def train_command(method: Method, corpus: Corpus, args, save: str, seed: int) ->
     if method.family == "transformer":
         return transformer_train_command(method, corpus, args, save, seed)
     interval = max(1, args.updates // 10) if args.updates else 100
-    return [
-        "fairseq-train", corpus.databin, "--user-dir", user_dir(),
-        *task_arch_args(method.arch, args.embed_dim, method.task),
-        *method.model_args, *criterion_args(method, args),
-        *size_args(args), "--optimizer", "adam", "--lr", str(args.lr), "--clip-norm", str(args.clip_norm),
+    options = [
+        *task_arch_args(method.arch, args.embed_dim, method.task), *method.model_args,
+        *criterion_args(method, args),
+        *rnn_size_args(args.embed_dim, args.encoder_hidden, args.decoder_hidden, args.dropout),
+        "--optimizer", "adam",
+        "--lr", str(args.lr), "--clip-norm", str(args.clip_norm),
         "--max-tokens", str(args.max_tokens), *budget_args(args),
-        "--seed", str(seed), "--num-workers", "0",
-        "--save-dir", save, "--no-epoch-checkpoints", "--no-progress-bar",
-        "--log-format", "json", "--log-file", os.path.join(save, "train.log.jsonl"),
-        "--log-interval", str(interval), *device_args(args),
     ]
-
-
-def size_args(args) -> List[str]:
-    e = str(args.embed_dim)
-    return ["--encoder-embed-dim", e, "--decoder-embed-dim", e,
-            "--encoder-hidden-size", str(args.encoder_hidden),
-            "--decoder-hidden-size", str(args.decoder_hidden), "--dropout", str(args.dropout)]
+    return fairseq_train_command(corpus.databin, options, save, seed,
+                                 os.path.join(save, "train.log.jsonl"), interval,
+                                 after=device_args(args))
 
 
 def device_args(args) -> List[str]:
@@ -253,9 +246,9 @@ def tokenised_bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
 
 
 def score_alignments(generate_out: str, gold: str) -> dict:
-    from fairseq_syntax.cli.score_alignments import get_parser, score
+    from fairseq_syntax.evaluation.alignments import score_alignment_files
 
-    return score(get_parser().parse_args(["--generate", generate_out, "--gold", gold]))
+    return score_alignment_files(gold, generate_out)
 
 
 def run_dir(args, key: str, seed: int) -> str:
@@ -413,9 +406,9 @@ def training_seconds(checkpoint: str) -> float:
 def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str,
                     commands: dict) -> float:
     """CPU time of a training step of ``method`` over the backbone's, on the same batches
-    (:func:`~fairseq_syntax.cli.step_time.measure` in its own process, one thread; the
+    (:func:`~fairseq_syntax.evaluation.step_time.measure` in its own process, one thread; the
     seconds per step also to ``step_time.json``)."""
-    from fairseq_syntax.cli.step_time import measure, per_step
+    from fairseq_syntax.evaluation.step_time import measure, per_step
 
     spec = method.arch + ("" if method.criterion == "label_smoothed_cross_entropy"
                           else "+" + method.criterion)
@@ -425,7 +418,9 @@ def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str,
         max_tokens = args.transformer["max_tokens"]
     else:
         backbone, batches = BACKBONE, args.step_time_batches
-        model_args, max_tokens = size_args(args), args.max_tokens
+        model_args = rnn_size_args(args.embed_dim, args.encoder_hidden, args.decoder_hidden,
+                                   args.dropout)
+        max_tokens = args.max_tokens
     if spec == backbone:
         return 1.0
     out = os.path.join(save, "step_time.json")
@@ -453,9 +448,9 @@ def step_time_batches_of(method: Method, args) -> int:
 def induced_scores(row: Row, corpus: Corpus, ckpt: str, args, save: str, log: str,
                    commands: dict) -> None:
     """DA/UA of the trees the checkpoint induces on the test source and the branching
-    baselines (:func:`~fairseq_syntax.cli.induced_trees.score_checkpoint` in its own
+    baselines (:func:`~fairseq_syntax.evaluation.induced_trees.score_checkpoint` in its own
     process), to one decimal as earlier records hold them."""
-    from fairseq_syntax.cli.induced_trees import score_checkpoint
+    from fairseq_syntax.evaluation.induced_trees import score_checkpoint
 
     first = corpus.test_sets[0]
     gold, output = first.source_trees, os.path.join(save, f"induced.{first.name}.conllu")

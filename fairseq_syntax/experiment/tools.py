@@ -147,35 +147,6 @@ def ribes_of(refs: Sequence[str], hyps: Sequence[str]) -> float:
     return 100.0 * corpus_ribes([[r.split() for r in refs]], [h.split() for h in hyps])
 
 
-def read_train_log(path: str) -> dict:
-    """From the JSON lines of fairseq-train's ``--log-format json --log-file`` (other lines
-    skipped): the lowest validation loss and the perplexity of that epoch (the checkpoint
-    ``checkpoint_best.pt`` holds), the last epoch, the last update number and the validation
-    perplexity of every epoch (a resumed run's log repeats epochs: the last value counts)."""
-    out = {"valid_loss": None, "valid_ppl": None, "train_epochs": None,
-           "train_updates": None}
-    ppl_of_epoch: Dict[int, float] = {}
-    for line in read_lines(path):
-        if not line.startswith("{"):
-            continue
-        try:
-            stats = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # the config dict fairseq logs first (Python repr, not JSON)
-        if "valid_loss" in stats:
-            loss = float(stats["valid_loss"])
-            if out["valid_loss"] is None or loss < out["valid_loss"]:
-                out["valid_loss"] = loss
-                out["valid_ppl"] = float(stats["valid_ppl"])
-            out["train_epochs"] = int(stats["epoch"])
-            ppl_of_epoch[int(stats["epoch"])] = float(stats["valid_ppl"])
-        for name in ("num_updates", "train_num_updates", "valid_num_updates"):
-            if name in stats:
-                out["train_updates"] = int(float(stats[name]))
-    out["valid_ppl_by_epoch"] = [ppl_of_epoch[e] for e in sorted(ppl_of_epoch)]
-    return out
-
-
 def whole_split_loss(databin: str, checkpoint: str, split: str = "valid", max_tokens: int = 4000,
                      cpu: bool = True) -> Dict[str, float]:
     """Label-smoothed loss (bits per target token), perplexity (2 ** nll bits) and sentence

@@ -1,0 +1,54 @@
+"""fairseq-train's JSON log (``--log-format json --log-file``), read once: the records of
+every line, and the views the experiment, parity and benchmark take of them."""
+import json
+from typing import Dict, List
+
+
+def log_records(path: str) -> List[dict]:
+    """The JSON object of every line of fairseq-train's ``--log-file`` (other lines, such as
+    the config dict fairseq logs first as a Python repr, skipped)."""
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.startswith("{"):
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return records
+
+
+def read_train_log(path: str) -> dict:
+    """The lowest validation loss and the perplexity of that epoch (the checkpoint
+    ``checkpoint_best.pt`` holds), the last epoch, the last update number and the validation
+    perplexity of every epoch (a resumed run's log repeats epochs: the last value counts)."""
+    out = {"valid_loss": None, "valid_ppl": None, "train_epochs": None,
+           "train_updates": None}
+    ppl_of_epoch: Dict[int, float] = {}
+    for stats in log_records(path):
+        if "valid_loss" in stats:
+            loss = float(stats["valid_loss"])
+            if out["valid_loss"] is None or loss < out["valid_loss"]:
+                out["valid_loss"] = loss
+                out["valid_ppl"] = float(stats["valid_ppl"])
+            out["train_epochs"] = int(stats["epoch"])
+            ppl_of_epoch[int(stats["epoch"])] = float(stats["valid_ppl"])
+        for name in ("num_updates", "train_num_updates", "valid_num_updates"):
+            if name in stats:
+                out["train_updates"] = int(float(stats[name]))
+    out["valid_ppl_by_epoch"] = [ppl_of_epoch[e] for e in sorted(ppl_of_epoch)]
+    return out
+
+
+def epoch_stats(path: str) -> Dict[int, dict]:
+    """``{epoch: {"valid_ppl", "valid_loss", "train_wps"}}`` (those present)."""
+    stats: Dict[int, dict] = {}
+    for record in log_records(path):
+        if "epoch" not in record:
+            continue
+        epoch = stats.setdefault(int(record["epoch"]), {})
+        for key in ("valid_ppl", "valid_loss", "train_wps"):
+            if key in record:
+                epoch[key] = float(record[key])
+    return stats

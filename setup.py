@@ -38,8 +38,8 @@ setup(
     entry_points={
         "console_scripts": [
             "fairseq-syntax-preprocess = fairseq_syntax_preprocess.cli:main",
-            "fairseq-syntax-synthetic = fairseq_syntax.data.synthetic_corpus:main",
-            "fairseq-syntax-score-agreement = fairseq_syntax.data.synthetic_corpus:score_main",
+            "fairseq-syntax-synthetic = fairseq_syntax.cli.synthetic:main",
+            "fairseq-syntax-score-agreement = fairseq_syntax.cli.score_agreement:main",
             "fairseq-syntax-user-dir = fairseq_syntax.user_dir:main",
             "fairseq-syntax-score-alignments = fairseq_syntax.cli.score_alignments:main",
             "fairseq-syntax-lookahead-heatmap = fairseq_syntax.cli.lookahead_heatmap:main",

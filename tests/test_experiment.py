@@ -23,7 +23,8 @@ from fairseq_syntax.evaluation.fairseq_log import read_train_log
 from fairseq_syntax.experiment.tools import (
     average_checkpoints, smoothed_loss_floor, whole_split_loss,
 )
-from fairseq_syntax.data.synthetic_corpus import agreement_report, detokenize
+from fairseq_syntax.data.synthetic_corpus import detokenize
+from fairseq_syntax.evaluation.agreement import agreement_report
 from fairseq_syntax.syntax.conllu_io import read_conllu_trees
 from fairseq_syntax.syntax.tree_scores import read_gold_trees, score_corpus
 

@@ -8,7 +8,6 @@ import sys
 import textwrap
 import time
 
-from conftest import TINY_MODEL
 from fairseq_syntax.cli import experiment
 from fairseq_syntax.evaluation.corpus import Corpus, TestSet
 from fairseq_syntax.experiment import methods, runs

@@ -8,7 +8,9 @@ import conllu
 import networkx as nx
 import pytest
 
+from fairseq_syntax.cli import score_agreement, synthetic
 from fairseq_syntax.data import synthetic_corpus as sc
+from fairseq_syntax.evaluation import agreement
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees, write_conllu
 from fairseq_syntax.syntax.pharaoh import format_pharaoh
 
@@ -134,7 +136,7 @@ def test_main_verb_agrees_with_subject_head(pairs):
         root, subject = root_and_subject(p)
         number = sc.source_noun_number(p.source[subject])
         assert number == p.main_verb_number
-        assert sc.main_verb_number(" ".join(p.target)) == number
+        assert agreement.main_verb_number(" ".join(p.target)) == number
         assert p.target[-2] == p.target[dict(p.alignment)[root]]  # verb-final
 
 
@@ -165,15 +167,15 @@ def test_attractors_are_common(pairs):
 def test_agreement_accuracy_by_hand():
     refs = ["ko vask mi mirn videt .", "kos vaski ko mirn kasen .", "ko vask ko pilk pamet ."]
     hyps = ["ko vask mi mirn videt.", "kos vaski ko mirn kaset .", "ko vask ko pilk ."]
-    assert sc.agreement_accuracy(hyps, refs) == pytest.approx(1 / 3)
-    assert sc.agreement_accuracy(["ko vask ke mirni pamen videt ."], ["x videt ."]) == 1.0
-    assert sc.agreement_accuracy(["ko vask videt mirni pamen ."], ["x videt ."]) == 0.0
+    assert agreement.agreement_accuracy(hyps, refs) == pytest.approx(1 / 3)
+    assert agreement.agreement_accuracy(["ko vask ke mirni pamen videt ."], ["x videt ."]) == 1.0
+    assert agreement.agreement_accuracy(["ko vask videt mirni pamen ."], ["x videt ."]) == 0.0
     hyps[1] = "kos vaski ko mirn kasen ."
-    assert sc.agreement_accuracy(hyps, refs) == pytest.approx(2 / 3)
+    assert agreement.agreement_accuracy(hyps, refs) == pytest.approx(2 / 3)
     assert sc.verb_number("videt") == "sg" and sc.verb_number("viden") == "pl"
     assert sc.verb_number("vask") is None and sc.verb_number("saw") is None
     with pytest.raises(ValueError):
-        sc.agreement_accuracy(hyps, refs[:2])
+        agreement.agreement_accuracy(hyps, refs[:2])
 
 
 def test_corpus_files(corpus):
@@ -337,7 +339,7 @@ def test_gen_is_longer_than_any_training_sentence(train_and_gen):
 
 def test_gen_has_more_attractors_and_deeper_trees(train_and_gen):
     train, gen = train_and_gen
-    attractors = {name: [sc.attractors(p.source, p.heads) for p in pairs]
+    attractors = {name: [agreement.attractors(p.source, p.heads) for p in pairs]
                   for name, pairs in (("train", train), ("gen", gen))}
     depths = {name: [tree_depth(p.heads) for p in pairs]
               for name, pairs in (("train", train), ("gen", gen))}
@@ -371,27 +373,27 @@ SHORT_REF = "ko vask ko mirn kos pilki kon pres kos sirti videt ."
 
 
 def test_attractors_by_hand():
-    assert sc.attractors(LONG.words, LONG.heads) == 2
-    assert sc.attractors(SHORT.words, SHORT.heads) == 1
-    assert sc.attractors("the dogs saw the cat .".split(), [1, 2, -1, 4, 2, 2]) == 0
+    assert agreement.attractors(LONG.words, LONG.heads) == 2
+    assert agreement.attractors(SHORT.words, SHORT.heads) == 1
+    assert agreement.attractors("the dogs saw the cat .".split(), [1, 2, -1, 4, 2, 2]) == 0
     # a fronted PP: "cats" (obl of the verb) is an attractor before the subject "dog", the
     # noun dependent of the verb closest to it ("cats" as the subject would give 1)
     fronted = "near the cats the dog with the birds saw a mouse .".split()
-    assert sc.attractors(fronted, [2, 2, 8, 4, 8, 7, 7, 4, -1, 10, 8, 8]) == 2
+    assert agreement.attractors(fronted, [2, 2, 8, 4, 8, 7, 7, 4, -1, 10, 8, 8]) == 2
 
 
 def test_agreement_report_by_hand():
     refs = [LONG_REF, SHORT_REF]
-    report = sc.agreement_report([LONG_REF, SHORT_REF.replace("videt", "viden")], refs,
+    report = agreement.agreement_report([LONG_REF, SHORT_REF.replace("videt", "viden")], refs,
                                  [LONG, SHORT])
-    assert report == sc.AgreementReport(50.0, 1, 2, 100.0, 1, 1)
+    assert report == agreement.AgreementReport(50.0, 1, 2, 100.0, 1, 1)
     trees = [(LONG.words, LONG.heads), (SHORT.words, SHORT.heads)]  # plain pairs work too
-    report = sc.agreement_report([LONG_REF.replace("videt", "viden"), SHORT_REF], refs, trees)
-    assert report == sc.AgreementReport(50.0, 1, 2, 0.0, 0, 1)
-    report = sc.agreement_report([SHORT_REF], [SHORT_REF], [SHORT])
-    assert report == sc.AgreementReport(100.0, 1, 1, 0.0, 0, 0)
+    report = agreement.agreement_report([LONG_REF.replace("videt", "viden"), SHORT_REF], refs, trees)
+    assert report == agreement.AgreementReport(50.0, 1, 2, 0.0, 0, 1)
+    report = agreement.agreement_report([SHORT_REF], [SHORT_REF], [SHORT])
+    assert report == agreement.AgreementReport(100.0, 1, 1, 0.0, 0, 0)
     with pytest.raises(ValueError):
-        sc.agreement_report(refs, refs, [LONG])
+        agreement.agreement_report(refs, refs, [LONG])
 
 
 def test_score_main_long_distance(tmp_path, capsys):
@@ -399,12 +401,12 @@ def test_score_main_long_distance(tmp_path, capsys):
     ref.write_text(f"{LONG_REF}\n{SHORT_REF}\n")
     hyp.write_text(LONG_REF.replace("videt", "viden") + f"\n{SHORT_REF}\n")
     write_conllu(str(src), [LONG, SHORT])
-    assert sc.score_main(["--hyp", str(hyp), "--ref", str(ref), "--src-conllu", str(src)]) == 0
+    assert score_agreement.main(["--hyp", str(hyp), "--ref", str(ref), "--src-conllu", str(src)]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "agreement accuracy: 50.00 (1/2)", "long-distance agreement accuracy: 0.00 (0/1)"]
     write_conllu(str(src), [LONG])
     with pytest.raises(SystemExit) as err:
-        sc.score_main(["--hyp", str(hyp), "--ref", str(ref), "--src-conllu", str(src)])
+        score_agreement.main(["--hyp", str(hyp), "--ref", str(ref), "--src-conllu", str(src)])
     assert err.value.code == 2 and str(src) in capsys.readouterr().err
 
 
@@ -415,7 +417,7 @@ def test_score_main_bleu_is_sacrebleu_of_the_detokenised_text(tmp_path, capsys):
     ref.write_text(f"{LONG_REF}\n{SHORT_REF}\n")
     hyp.write_text(LONG_REF.replace("videt", "viden") + f"\n{SHORT_REF}\n")
     assert sc.detokenize("ko vask videt .") == "ko vask videt."
-    assert sc.score_main(["--hyp", str(hyp), "--ref", str(ref), "--bleu"]) == 0
+    assert score_agreement.main(["--hyp", str(hyp), "--ref", str(ref), "--bleu"]) == 0
     lines = capsys.readouterr().out.splitlines()
     expected = BLEU().corpus_score([LONG_REF.replace("videt", "viden")[:-2] + ".", SHORT_REF[:-2] + "."],
                                    [[LONG_REF[:-2] + ".", SHORT_REF[:-2] + "."]]).score
@@ -426,19 +428,19 @@ def test_score_main_bleu_is_sacrebleu_of_the_detokenised_text(tmp_path, capsys):
 def test_score_main_on_the_gen_split(corpus, capsys):
     out, _ = corpus
     gold = os.path.join(out, "gen.vf")
-    assert sc.score_main(["--hyp", gold, "--ref", gold,
+    assert score_agreement.main(["--hyp", gold, "--ref", gold,
                           "--src-conllu", os.path.join(out, "gen.en.conllu")]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "agreement accuracy: 100.00 (60/60)", "long-distance agreement accuracy: 100.00 (60/60)"]
     trees = read_conllu_trees(os.path.join(out, "test.en.conllu"))
     refs = read_lines(os.path.join(out, "test.vf"))
-    report = sc.agreement_report(refs, refs, trees)
+    report = agreement.agreement_report(refs, refs, trees)
     assert 0 < report.long_distance_total < report.total == 50
 
 
 def test_main_writes_files(tmp_path, capsys):
     out = tmp_path / "corpus"
-    assert sc.main(["--out", str(out), "--seed", "2", "--train", "30", "--valid", "5",
+    assert synthetic.main(["--out", str(out), "--seed", "2", "--train", "30", "--valid", "5",
                     "--test", "6", "--gen", "7"]) == 0
     for split, size in (("train", 30), ("valid", 5), ("test", 6), ("gen", 7)):
         for ext in ("en", "vf", "en.conllu", "en.ptb", "align"):
@@ -450,7 +452,7 @@ def test_main_writes_files(tmp_path, capsys):
 
 def test_main_requires_out():
     with pytest.raises(SystemExit):
-        sc.main([])
+        synthetic.main([])
 
 
 def test_score_main(tmp_path, capsys):
@@ -458,7 +460,7 @@ def test_score_main(tmp_path, capsys):
     hyp = tmp_path / "hyp.vf"
     ref.write_text("ko vask mi mirn videt .\nkos vaski ko mirn kasen .\nko vask pamet .\n")
     hyp.write_text("ko vask mi mirn videt .\nkos vaski ko mirn kaset .\nko vask pamet.\n")
-    assert sc.score_main(["--hyp", str(hyp), "--ref", str(ref)]) == 0
+    assert score_agreement.main(["--hyp", str(hyp), "--ref", str(ref)]) == 0
     assert capsys.readouterr().out.strip() == "agreement accuracy: 66.67 (2/3)"
 
 
@@ -468,7 +470,7 @@ def test_score_main_mismatched_lengths(tmp_path, capsys):
     ref.write_text("ko vask videt .\nko vask videt .\n")
     hyp.write_text("ko vask videt .\n")
     with pytest.raises(SystemExit) as err:
-        sc.score_main(["--hyp", str(hyp), "--ref", str(ref)])
+        score_agreement.main(["--hyp", str(hyp), "--ref", str(ref)])
     assert err.value.code == 2
     message = capsys.readouterr().err
     assert str(hyp) in message and str(ref) in message and "1" in message and "2" in message

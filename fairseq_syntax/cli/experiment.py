@@ -38,7 +38,7 @@ architecture, the backbone under ``supervised_attention_cross_entropy``, and fai
 Scores per run:
 
 * synthetic corpus: BLEU (sacreBLEU), main-verb agreement accuracy, overall and on
-  long-distance sentences (:func:`~fairseq_syntax.data.synthetic_corpus.agreement_report`),
+  long-distance sentences (:func:`~fairseq_syntax.evaluation.agreement.agreement_report`),
   on the in-distribution test split and on the generalisation split ``gen`` (deeper
   nesting, more attractors; the data-bin's ``test1``); AER, precision and recall of the
   attention against the gold test alignments (teacher-forced reference, soft attention,

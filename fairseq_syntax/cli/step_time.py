@@ -21,8 +21,7 @@ Examples: ``fairseq-syntax-step-time data-bin --runs attentional_rnn,tree2seq``;
 import argparse
 import json
 import shlex
-import sys
-from typing import Dict, List
+from typing import Dict
 
 from fairseq_syntax.evaluation.step_time import measure, per_step
 

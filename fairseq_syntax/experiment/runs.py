@@ -219,7 +219,7 @@ def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
     if "bleu_tok" in corpus.scores:  # comparable with published tokenised BLEU
         scores["bleu_tok"] = tokenised_bleu(hyps_tok, read_lines(test.reference_tok))
     if "agreement" in corpus.scores:
-        from fairseq_syntax.data.synthetic_corpus import agreement_report
+        from fairseq_syntax.evaluation.agreement import agreement_report
         from fairseq_syntax.syntax.conllu_io import read_conllu_trees
 
         report = agreement_report(hyps_tok, refs, read_conllu_trees(test.source_trees))

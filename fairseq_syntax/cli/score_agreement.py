@@ -1,0 +1,70 @@
+"""``fairseq-syntax-score-agreement``: main-verb agreement accuracy of a system output on the
+synthetic corpus (and on its long-distance sentences, and BLEU)."""
+import argparse
+from typing import List, Optional
+
+from fairseq_syntax.data.synthetic_corpus import detokenize
+from fairseq_syntax.evaluation.agreement import agreement_counts, agreement_report
+
+
+def _read_lines(path: str) -> List[str]:
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """``fairseq-syntax-score-agreement``: main-verb agreement accuracy of a system output."""
+    parser = argparse.ArgumentParser(
+        prog="fairseq-syntax-score-agreement",
+        description="Share of hypotheses whose main (last) verb has the same number as "
+        "the reference's main verb, in the synthetic vf language.",
+    )
+    parser.add_argument("--hyp", required=True, metavar="FILE",
+                        help="system output, one vf sentence per line")
+    parser.add_argument("--ref", required=True, metavar="FILE",
+                        help="reference vf sentences, one per line (e.g. test.vf)")
+    parser.add_argument("--src-conllu", metavar="FILE",
+                        help="gold source trees (e.g. test.en.conllu); also prints the "
+                        "accuracy on long-distance sentences (>= 2 attractors: nouns before the "
+                        "main verb with the other number than the subject head noun)")
+    parser.add_argument("--bleu", action="store_true",
+                        help="also print sacreBLEU of the detokenised hypotheses against the "
+                        "detokenised references, with its signature")
+    args = parser.parse_args(argv)
+    hyps, refs = _read_lines(args.hyp), _read_lines(args.ref)
+    if len(hyps) != len(refs):
+        parser.error(f"line counts differ: {args.hyp} has {len(hyps)} lines, "
+                     f"{args.ref} has {len(refs)}")
+    trees = None
+    if args.src_conllu:
+        from fairseq_syntax.syntax.conllu_io import read_conllu_trees
+        from fairseq_syntax.syntax.errors import SyntaxInputError
+
+        try:
+            trees = read_conllu_trees(args.src_conllu)
+        except (OSError, SyntaxInputError) as err:
+            parser.error(str(err))
+        if len(trees) != len(refs):
+            parser.error(f"{args.src_conllu} has {len(trees)} sentences, "
+                         f"{args.ref} has {len(refs)} lines")
+    try:
+        correct, total = agreement_counts(hyps, refs)
+    except ValueError as err:
+        parser.error(f"{args.ref}: {err}")
+    accuracy = 100.0 * correct / total if total else 0.0
+    print(f"agreement accuracy: {accuracy:.2f} ({correct}/{total})")
+    if trees is not None:
+        report = agreement_report(hyps, refs, trees)
+        print(f"long-distance agreement accuracy: {report.long_distance_accuracy:.2f} "
+              f"({report.long_distance_correct}/{report.long_distance_total})")
+    if args.bleu:
+        from sacrebleu.metrics import BLEU
+
+        bleu = BLEU()
+        score = bleu.corpus_score([detokenize(h) for h in hyps], [[detokenize(r) for r in refs]])
+        print(f"BLEU (detokenised): {score.score:.2f} ({bleu.get_signature()})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

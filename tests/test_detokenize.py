@@ -8,7 +8,7 @@ from sacrebleu.metrics import BLEU
 
 from conftest import run_cli
 from fairseq_syntax.evaluation.corpus import Corpus, TestSet
-from fairseq_syntax.experiment import methods, runs
+from fairseq_syntax.experiment import methods, scoring
 from fairseq_syntax.syntax.detokenize import detokenize_line, read_glue_table
 
 # '.' glues left, '(' right, '-' both ways, '!' exactly at the threshold, ',' below it
@@ -51,7 +51,7 @@ def test_experiment_detokenises_multi30k_hypotheses_in_process(tmp_path, monkeyp
     corpus = Corpus("multi30k", "en", "de", "bin", [test],
                     detokenizer="glue:" + str(tmp_path / "glue.de.json"), scores=["ribes"])
     row = methods.Row("m", "m")
-    runs.score_test_set(row, corpus, test, str(tmp_path / "generate.out"), str(tmp_path / "test"))
+    scoring.score_test_set(row, corpus, test, str(tmp_path / "generate.out"), str(tmp_path / "test"))
     hyps = [TEXT, "ein Hund."]
     assert (tmp_path / "test.hyp").read_text(encoding="utf-8") == "".join(h + "\n" for h in hyps)
     assert row.tests["test_2016_flickr"]["bleu"] == BLEU().corpus_score(hyps, [refs]).score

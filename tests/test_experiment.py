@@ -15,7 +15,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from conftest import TINY_MODEL, USER_DIR, run_cli
 from fairseq_syntax.cli import experiment, parity
 from fairseq_syntax.evaluation.architectures import task_arch_args
-from fairseq_syntax.experiment import corpora, methods, records, runs, tables
+from fairseq_syntax.experiment import commands, corpora, methods, records, runs, scoring, tables
 from fairseq_syntax.cli.parity import LSTM
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.experiment.tables import update_results
@@ -275,7 +275,7 @@ def test_second_invocation_skips_and_changed_settings_rerun(experiment_run):
 def _record(args, description, key, seed, scores):
     method = next(m for m in methods.all_methods() if key in methods.method_keys([m]))
     return {"format": methods.RECORD_FORMAT, "method": key, "seed": seed,
-            "settings": runs.run_settings(method, key, args, description),
+            "settings": commands.run_settings(method, key, args, description),
             "scores": scores, "commands": {}, "wall_seconds": 10.0,
             "date": "2026-01-0%dT00:00:00+00:00" % seed, "host": {"cpu": "test", "device": "cpu"},
             "run_dir": "runs", "data_bin": "bin", "experiment_command": "by hand"}
@@ -410,7 +410,7 @@ def test_gpu_runs_are_records_and_a_section_of_their_own(tmp_path):
     default = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--gpu"])
     assert default.results_dir == os.path.join("docs", "results", "multi30k-gpu")
     method = methods.Method("syntax_transformer", "syntax_transformer", family="transformer")
-    assert "--cpu" not in runs.train_command(method, Corpus("multi30k", "en", "de", "bin", []),
+    assert "--cpu" not in commands.train_command(method, Corpus("multi30k", "en", "de", "bin", []),
                                              default, "save", seed=1)
 
 
@@ -450,7 +450,7 @@ def test_multi30k_defaults_and_train_command():
         "attentional_rnn+supervised_attention"])
     assert args.results_dir.endswith("docs/results/multi30k")
     method = methods.Method("attentional_rnn", "attentional_rnn")
-    cmd = runs.train_command(method, Corpus("multi30k", "en", "de", "bin", []), args,
+    cmd = commands.train_command(method, Corpus("multi30k", "en", "de", "bin", []), args,
                                    "save", seed=3)
     line = " ".join(cmd)
     assert "--max-epoch 12" in line and "--max-update" not in line
@@ -469,7 +469,7 @@ def peer_and_backbone(peer_key, backbone_key):
     args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
     corpus = Corpus("multi30k", "en", "de", "bin", [])
     return args, corpus, *(
-        (method, runs.train_command(method, corpus, args, "save", seed=1))
+        (method, commands.train_command(method, corpus, args, "save", seed=1))
         for key in (peer_key, backbone_key) for method in methods.select_methods(key))
 
 
@@ -484,12 +484,12 @@ def test_fairseq_lstm_is_trained_as_the_backbones_peer():
     assert cmd[cmd.index("--criterion"):] == ours[ours.index("--criterion"):]
     assert parity.train_command(LSTM, "bin", parity.get_parser().parse_args(
         ["--corpus", "multi30k", "--workdir", "w"]), "save")[:11] == cmd[:11]
-    generate = runs.generate_command(corpus, "ckpt", args, task=lstm.task)
+    generate = commands.generate_command(corpus, "ckpt", args, task=lstm.task)
     assert generate[generate.index("--task") + 1] == "translation"
     assert "--required-batch-size-multiple" in generate
-    assert runs.step_time_batches_of(lstm, args) == 8
-    settings = runs.run_settings(lstm, lstm.key, args, "corpus")
-    assert settings == dict(runs.run_settings(backbone, backbone.key, args, "corpus"),
+    assert scoring.step_time_batches_of(lstm, args) == 8
+    settings = commands.run_settings(lstm, lstm.key, args, "corpus")
+    assert settings == dict(commands.run_settings(backbone, backbone.key, args, "corpus"),
                             method="lstm", arch="lstm")
 
 
@@ -535,23 +535,23 @@ def test_fairseq_transformer_is_trained_as_the_transformer_backbones_peer():
     assert ours[at:at + 4] == ["--task", "syntax_translation", "--arch", "syntax_transformer"]
     assert cmd[:at] + cmd[at + 4:] == ours[:at] + ours[at + 4:]
     assert "fairseq_transformer" in methods.method_keys(methods.select_methods("transformer"))
-    generate = runs.generate_command(corpus, "ckpt", args, task=peer.task)
+    generate = commands.generate_command(corpus, "ckpt", args, task=peer.task)
     assert generate[generate.index("--task") + 1] == "translation"
-    assert runs.step_time_batches_of(peer, args) == 8
+    assert scoring.step_time_batches_of(peer, args) == 8
 
 
 def test_a_method_with_model_args_trains_with_them_and_records_them():
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
     (method,) = methods.select_methods("sdatt_double_syntax+gaussian_weights")
-    cmd = runs.train_command(method, Corpus("synthetic", "en", "vf", "bin", []), args,
+    cmd = commands.train_command(method, Corpus("synthetic", "en", "vf", "bin", []), args,
                                    "save", seed=1)
     assert cmd[cmd.index("--arch"):cmd.index("--arch") + 4] == [
         "--arch", "sdatt_double_syntax", "--syntax-gaussian", "weights"]
-    settings = runs.run_settings(method, method.key, args, "corpus")
+    settings = commands.run_settings(method, method.key, args, "corpus")
     assert settings["model_args"] == ["--syntax-gaussian", "weights"]
     # methods without model options keep the settings their records were written with
     (plain,) = methods.select_methods("sdatt_double_syntax")
-    assert "model_args" not in runs.run_settings(plain, plain.key, args, "corpus")
+    assert "model_args" not in commands.run_settings(plain, plain.key, args, "corpus")
     assert settings["arch"] == plain.arch and settings["method"] != plain.key
 
 
@@ -689,12 +689,12 @@ def test_rnn_settings_are_the_ones_of_the_committed_records():
     for key, settings in expected.items():
         method = next(m for m in methods.all_methods() if key in methods.method_keys([m]))
         assert method.family == "rnn"
-        assert runs.run_settings(method, key, args, description) == settings
+        assert commands.run_settings(method, key, args, description) == settings
     # the Transformer recipe given on the command line changes no RNN setting
     other = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w",
                                    "--transformer-recipe", "lr=0.01,layers=3"])
     (backbone,) = methods.select_methods("attentional_rnn")
-    assert runs.run_settings(backbone, backbone.key, other, description) == RNN_SETTINGS
+    assert commands.run_settings(backbone, backbone.key, other, description) == RNN_SETTINGS
 
 
 def test_the_raw_files_and_data_bin_of_a_generated_corpus_are_described_as_that_corpus(tmp_path):
@@ -743,7 +743,7 @@ def test_transformer_methods_train_with_the_transformer_recipe():
         methods.DEFAULT_METHODS["synthetic"]))
     corpus = Corpus("synthetic", "en", "vf", "bin", [])
     for method in family:
-        cmd = runs.train_command(method, corpus, args, "save", seed=2)
+        cmd = commands.train_command(method, corpus, args, "save", seed=2)
         assert cmd[0] == "fairseq-train" and method.family == "transformer"
 
         def value(option):
@@ -762,7 +762,7 @@ def test_transformer_methods_train_with_the_transformer_recipe():
             "adam", "(0.9, 0.98)", "inverse_sqrt")
         assert "--encoder-hidden-size" not in cmd and "--share-decoder-input-output-embed" in cmd
         assert value("--seed") == "2" and "--max-epoch" not in cmd
-        settings = runs.run_settings(method, method.key, args, "corpus")
+        settings = commands.run_settings(method, method.key, args, "corpus")
         assert settings["family"] == "transformer" and settings["recipe"]["lr"] == recipe["lr"]
         head = ["--alignment-layer", "0", "--alignment-heads", "1"]  # 2 layers: the bottom one
         supervised = method.key in ("syntax_transformer+supervised_attention", "transformer_align")
@@ -776,9 +776,9 @@ def test_transformer_methods_train_with_the_transformer_recipe():
     assert by_key["syntax_transformer+supervised_attention"].criterion == \
         "supervised_attention_cross_entropy"
     for arch in ("sdatt_transformer", "sdatt_double_transformer"):  # every head, then one
-        one = runs.train_command(by_key[arch + "+one_head"], corpus, args, "save", 1)
+        one = commands.train_command(by_key[arch + "+one_head"], corpus, args, "save", 1)
         assert "--sdatt-heads 1" in " ".join(one)
-        assert "--sdatt-heads" not in runs.train_command(by_key[arch], corpus, args, "save", 1)
+        assert "--sdatt-heads" not in commands.train_command(by_key[arch], corpus, args, "save", 1)
     # overrides and the budget: --updates/--epochs, when given, are every family's
     small = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", "--updates", "7",
                                    "--transformer-recipe", "layers=1,lr=0.002"])
@@ -786,7 +786,7 @@ def test_transformer_methods_train_with_the_transformer_recipe():
             small.transformer["lr"], small.updates) == (7, None, 1, 0.002, 7)
     m30k = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])
     assert m30k.transformer == methods.TRANSFORMER_RECIPES["multi30k"] and m30k.epochs == 12
-    cmd = runs.train_command(by_key["transformer_align"], corpus, m30k, "save", 1)
+    cmd = commands.train_command(by_key["transformer_align"], corpus, m30k, "save", 1)
     assert cmd[cmd.index("--alignment-layer") + 1] == str(m30k.transformer["layers"] - 2)
     with pytest.raises(SystemExit):
         experiment.parse_args(["--corpus", "synthetic", "--workdir", "w",
@@ -798,10 +798,10 @@ def test_a_linear_schedule_decays_to_zero_at_the_budget_and_averaging_keeps_its_
               "lr_scheduler=linear,updates=1510,epochs=none,average_last=3"]
     args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w", *recipe])
     (backbone,) = methods.select_methods("syntax_transformer")
-    cmd = runs.train_command(backbone, Corpus("multi30k", "en", "de", "bin", []), args, "save", 1)
+    cmd = commands.train_command(backbone, Corpus("multi30k", "en", "de", "bin", []), args, "save", 1)
     assert "--max-epoch" not in cmd and "--no-epoch-checkpoints" not in cmd
     assert cmd[cmd.index("--keep-last-epochs") + 1] == "3"
-    assert runs.run_settings(backbone, backbone.key, args, "c")["checkpoint"] == \
+    assert commands.run_settings(backbone, backbone.key, args, "c")["checkpoint"] == \
         "average of the last 3 epochs"
     # fairseq's own scheduler, built from the command: warm-up to the peak, then a straight
     # line to 0 at the last update
@@ -887,7 +887,7 @@ def test_a_record_written_before_a_recipe_key_reads_with_the_value_it_was_traine
     args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w",
                                   "--transformer-recipe", inverse_sqrt])
     (backbone,) = methods.select_methods("syntax_transformer")
-    settings = runs.run_settings(backbone, backbone.key, args, "c")
+    settings = commands.run_settings(backbone, backbone.key, args, "c")
     old = json.loads(json.dumps(settings))
     for key in methods.RECIPE_KEYS_ADDED:
         del old["recipe"][key]
@@ -896,7 +896,7 @@ def test_a_record_written_before_a_recipe_key_reads_with_the_value_it_was_traine
                                 "scores": {}}))
     assert records.read_record(str(path))["settings"] == settings
     linear = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w"])  # the recipe
-    assert records.read_record(str(path))["settings"] != runs.run_settings(
+    assert records.read_record(str(path))["settings"] != commands.run_settings(
         backbone, backbone.key, linear, "c")
 
 

@@ -10,7 +10,7 @@ import time
 
 from fairseq_syntax.cli import experiment
 from fairseq_syntax.evaluation.corpus import Corpus, TestSet
-from fairseq_syntax.experiment import methods, runs
+from fairseq_syntax.experiment import commands, methods, runs
 from fairseq_syntax.evaluation.fairseq_log import read_train_log
 
 
@@ -99,6 +99,6 @@ def test_a_run_resumed_after_its_budget_trains_no_more(synthetic_raw, synthetic_
     assert open(log).read() == before  # no line appended: fairseq-train did not run again
 
     # what fairseq itself does with that checkpoint: one update past the budget
-    cmd = runs.train_command(method, corpus, args, save, 1)
+    cmd = commands.train_command(method, corpus, args, save, 1)
     subprocess.run(cmd, env=env, check=True, capture_output=True)
     assert read_train_log(log)["train_updates"] == 4

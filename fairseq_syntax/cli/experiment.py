@@ -81,7 +81,8 @@ from fairseq_syntax.experiment.records import (
     host_facts, hypotheses_path, places_of, read_record, read_records, run_record, write_hypotheses,
     write_record,
 )
-from fairseq_syntax.experiment.runs import run_dir, run_method, run_settings
+from fairseq_syntax.experiment.commands import run_settings
+from fairseq_syntax.experiment.runs import run_dir, run_method
 from fairseq_syntax.experiment.tables import (
     fmt, section_markdown, section_name, table_records, update_results,
 )

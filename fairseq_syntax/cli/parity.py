@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Sequence
 from fairseq_syntax.evaluation.architectures import BACKBONE, FAIRSEQ_LSTM, task_arch_args
 from fairseq_syntax.experiment.corpora import prepare_corpus
 from fairseq_syntax.experiment.methods import DECODING, Row
-from fairseq_syntax.experiment.runs import score_test_set
+from fairseq_syntax.experiment.scoring import score_test_set
 from fairseq_syntax.evaluation.fairseq_commands import fairseq_train_command, rnn_size_args
 from fairseq_syntax.evaluation.fairseq_log import epoch_stats, read_train_log
 from fairseq_syntax.experiment.tools import tool_env, write_atomically

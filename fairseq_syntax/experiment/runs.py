@@ -1,254 +1,30 @@
-"""One run of one method and seed: its fairseq-train and fairseq-generate commands, its
-scores, step time and induced trees."""
+"""One run of one method and seed: train (or resume) it, decode every test set and score
+it (:mod:`.commands`, :mod:`.scoring`)."""
 import json
-import logging
 import os
 import re
-import shlex
 import shutil
 import time
 from typing import List, Optional, Sequence, Tuple
 
-from fairseq_syntax.evaluation.architectures import FAIRSEQ_PEERS, task_arch_args
+from fairseq_syntax.evaluation.corpus import Corpus
+from fairseq_syntax.evaluation.fairseq_log import read_train_log
 from fairseq_syntax.user_dir import user_dir
 
-from fairseq_syntax.evaluation.corpus import Corpus, TestSet
-from fairseq_syntax.evaluation.fairseq_commands import fairseq_train_command, rnn_size_args
-from fairseq_syntax.evaluation.fairseq_log import read_train_log
+from .commands import (
+    averaged_epochs, device_args, generate_command, label_smoothing_of, task_generate_args,
+    train_command,
+)
 from .methods import (
-    AVERAGED_CHECKPOINT, BACKBONE, DECODED_CHECKPOINT, DECODING, Method, RUN_STAMP, Row,
-    TRANSFORMER_BACKBONE, TREE_INDUCING, file_key,
+    AVERAGED_CHECKPOINT, DECODED_CHECKPOINT, RUN_STAMP, TREE_INDUCING, Method, Row, file_key,
+)
+from .scoring import (
+    induced_scores, score_alignments, score_test_set, step_time_batches_of, step_time_ratio,
 )
 from .tools import (
-    average_checkpoints, hypotheses_of, read_lines, ribes_of, run_function,
-    run_tool, shown, smoothed_loss_floor, target_vocab_size, tool_threads, whole_split_loss,
-    write_atomically, write_lines,
+    average_checkpoints, run_function, run_tool, shown, smoothed_loss_floor, target_vocab_size,
+    tool_threads, whole_split_loss, write_atomically,
 )
-
-
-def criterion_args(method: Method, args) -> List[str]:
-    smoothing = [] if method.criterion == "blackout" else \
-        ["--label-smoothing", str(label_smoothing_of(method, args))]
-    return ["--criterion", method.criterion, *smoothing]
-
-
-def label_smoothing_of(method: Method, args) -> float:
-    return args.transformer["label_smoothing"] if method.family == "transformer" \
-        else args.label_smoothing
-
-
-def transformer_size_args(recipe: dict) -> List[str]:
-    """The recipe's sizes as options of fairseq's Transformer (every size given, so any
-    base architecture of the family builds the same shape)."""
-    out = []
-    for side in ("encoder", "decoder"):
-        out += [f"--{side}-embed-dim", str(recipe["embed_dim"]),
-                f"--{side}-ffn-embed-dim", str(recipe["ffn_dim"]),
-                f"--{side}-layers", str(recipe["layers"]),
-                f"--{side}-attention-heads", str(recipe["heads"])]
-    return out + ["--dropout", str(recipe["dropout"]),
-                  "--attention-dropout", str(recipe["attention_dropout"]),
-                  "--share-decoder-input-output-embed"]
-
-
-def alignment_head_args(recipe: dict) -> List[str]:
-    """The supervised head: the first ``alignment_heads`` heads of the second-to-last decoder
-    layer (fairseq's transformer_align default, layer 4 of 6), the bottom one of 2 layers."""
-    return ["--alignment-layer", str(max(0, recipe["layers"] - 2)),
-            "--alignment-heads", str(recipe["alignment_heads"])]
-
-
-def transformer_model_args(method: Method, recipe: dict) -> List[str]:
-    """What the recipe gives the model of ``method``: sizes and, for a supervised method,
-    its alignment head."""
-    return [*transformer_size_args(recipe),
-            *(alignment_head_args(recipe) if method.alignment_head else [])]
-
-
-def transformer_train_command(method: Method, corpus: Corpus, args, save: str,
-                              seed: int) -> List[str]:
-    r = args.transformer
-    interval = max(1, r["updates"] // 10) if r["updates"] else 100
-    budget = [*(["--max-update", str(r["updates"])] if r["updates"] else []),
-              *(["--max-epoch", str(r["epochs"])] if r["epochs"] else []),
-              *(["--stop-time-hours", str(args.max_minutes / 60)] if args.max_minutes else [])]
-    options = [
-        "--task", method.task, *method.train_args, "--arch", method.arch, *method.model_args,
-        *transformer_model_args(method, r), *criterion_args(method, args),
-        "--optimizer", "adam", "--adam-betas", r["adam_betas"], "--lr", str(r["lr"]),
-        *schedule_args(r), "--weight-decay", str(r["weight_decay"]),
-        "--clip-norm", str(r["clip_norm"]), "--max-tokens", str(r["max_tokens"]), *budget,
-    ]
-    return fairseq_train_command(
-        corpus.databin, options, save, seed, os.path.join(save, "train.log.jsonl"), interval,
-        checkpoints=(["--keep-last-epochs", str(r["average_last"])] if r["average_last"]
-                     else ["--no-epoch-checkpoints"]), after=device_args(args))
-
-
-def schedule_args(recipe: dict) -> List[str]:
-    """The recipe's learning-rate schedule: linear warm-up, then inverse-sqrt decay, or a
-    linear decay to 0 at the last update (``linear``, which needs an update budget)."""
-    warmup = ["--warmup-updates", str(recipe["warmup_updates"])]
-    if recipe["lr_scheduler"] == "inverse_sqrt":
-        return ["--lr-scheduler", "inverse_sqrt", *warmup]
-    return ["--lr-scheduler", "polynomial_decay", *warmup, "--total-num-update",
-            str(recipe["updates"]), "--end-learning-rate", "0.0", "--power", "1.0"]
-
-
-def averaged_epochs(method: Method, args) -> int:
-    """How many last epochs a run of ``method`` averages and decodes (the Transformer
-    recipe's ``average_last``); 0: it decodes the checkpoint of lowest validation loss."""
-    return args.transformer["average_last"] if method.family == "transformer" else 0
-
-
-def budget_args(args) -> List[str]:
-    return ([*(["--max-update", str(args.updates)] if args.updates else []),
-             *(["--max-epoch", str(args.epochs)] if args.epochs else []),
-             *(["--stop-time-hours", str(args.max_minutes / 60)] if args.max_minutes else [])])
-
-
-def train_command(method: Method, corpus: Corpus, args, save: str, seed: int) -> List[str]:
-    if method.family == "transformer":
-        return transformer_train_command(method, corpus, args, save, seed)
-    interval = max(1, args.updates // 10) if args.updates else 100
-    options = [
-        *task_arch_args(method.arch, args.embed_dim, method.task), *method.model_args,
-        *criterion_args(method, args),
-        *rnn_size_args(args.embed_dim, args.encoder_hidden, args.decoder_hidden, args.dropout),
-        "--optimizer", "adam",
-        "--lr", str(args.lr), "--clip-norm", str(args.clip_norm),
-        "--max-tokens", str(args.max_tokens), *budget_args(args),
-    ]
-    return fairseq_train_command(corpus.databin, options, save, seed,
-                                 os.path.join(save, "train.log.jsonl"), interval,
-                                 after=device_args(args))
-
-
-def device_args(args) -> List[str]:
-    return [] if args.gpu else ["--cpu"]
-
-
-def generate_command(corpus: Corpus, ckpt: str, args, subset: str = "test",
-                     extra=(), task: str = "syntax_translation") -> List[str]:
-    return ["fairseq-generate", corpus.databin, "--user-dir", user_dir(),
-            "--task", task, "--path", ckpt, "--gen-subset", subset,
-            *DECODING, *task_generate_args(task), *device_args(args), *extra]
-
-
-def task_generate_args(task: str) -> List[str]:
-    """fairseq-generate options a task needs: fairseq's ``translation`` translated only 32 of
-    37 test sentences with its default ``--required-batch-size-multiple 8`` (the batch of
-    the last 5 was lost; measured on the tiny synthetic corpus of tests/test_experiment.py),
-    all 37 with 1."""
-    return ["--required-batch-size-multiple", "1"] if task == "translation" else []
-
-
-def run_settings(method: Method, key: str, args, description: str) -> dict:
-    """Everything that defines the run of ``key`` (a method or one of its decode-only
-    variants) but its seed: two runs with equal settings differ only by the seed."""
-    extra = next((e for k, e in method.variants if k == key), [])
-    model_args = {"model_args": method.model_args} if method.model_args else {}
-    # a GPU's numerics and wall time are not the CPU's: its runs are records of their own
-    device = {"device": "gpu"} if args.gpu else {}
-    if method.family == "transformer":  # (RNN records keep the keys below, unchanged)
-        averaged = averaged_epochs(method, args)
-        return {
-            "corpus": args.corpus_name,
-            **device,
-            "corpus_description": description,
-            "method": key,
-            "family": "transformer",
-            "arch": method.arch,
-            "task": method.task,
-            **model_args,
-            "criterion": criterion_args(method, args),
-            "train_args": method.train_args,
-            "recipe": dict(args.transformer),
-            "model": transformer_model_args(method, args.transformer),
-            "max_minutes": args.max_minutes or None,
-            "checkpoint": (f"average of the last {averaged} epochs" if averaged else "best"),
-            "decoding": [*DECODING, *extra],
-        }
-    return {
-        "corpus": args.corpus_name,
-        **device,
-        "corpus_description": description,
-        "method": key,
-        "arch": method.arch,
-        **model_args,
-        "criterion": criterion_args(method, args),
-        "label_smoothing": None if method.criterion == "blackout" else args.label_smoothing,
-        "embed_dim": args.embed_dim,
-        "encoder_hidden": args.encoder_hidden,
-        "decoder_hidden": args.decoder_hidden,
-        "dropout": args.dropout,
-        "optimizer": "adam",
-        "lr": args.lr,
-        "clip_norm": args.clip_norm,
-        "max_tokens": args.max_tokens,
-        "updates": args.updates,
-        "epochs": args.epochs,
-        "max_minutes": args.max_minutes or None,
-        "checkpoint": "best",
-        "decoding": [*DECODING, *extra],
-    }
-
-
-def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
-                   out_prefix: str) -> None:
-    """BLEU, chrF and the corpus's extra scores of the ``H-`` lines of ``gen_out`` into
-    ``row.tests[test.name]``; the detokenised hypotheses into ``row.hypotheses``."""
-    from sacrebleu.metrics import BLEU, CHRF
-
-    hyps_tok = hypotheses_of(gen_out)
-    write_lines(out_prefix + ".hyp.tok", hyps_tok)
-    hyps = corpus.detokenize()(hyps_tok)
-    write_lines(out_prefix + ".hyp", hyps)
-    refs = corpus.references(test)
-    if len(hyps) != len(refs):
-        raise RuntimeError(f"{len(hyps)} translations of {test.subset} but {len(refs)} "
-                           f"references in {test.reference} (see {gen_out})")
-    bleu, chrf = BLEU(tokenize=corpus.bleu_tokenize), CHRF()
-    scores = row.tests.setdefault(test.name, {})
-    scores["bleu"] = bleu.corpus_score(hyps, [refs]).score
-    scores["chrf"] = chrf.corpus_score(hyps, [refs]).score
-    row.bleu_signature, row.chrf_signature = str(bleu.get_signature()), str(chrf.get_signature())
-    row.hypotheses[test.name] = hyps
-    if "ribes" in corpus.scores:
-        scores["ribes"] = ribes_of(read_lines(test.reference_tok), hyps_tok)
-    if "bleu_tok" in corpus.scores:  # comparable with published tokenised BLEU
-        scores["bleu_tok"] = tokenised_bleu(hyps_tok, read_lines(test.reference_tok))
-    if "agreement" in corpus.scores:
-        from fairseq_syntax.evaluation.agreement import agreement_report
-        from fairseq_syntax.syntax.conllu_io import read_conllu_trees
-
-        report = agreement_report(hyps_tok, refs, read_conllu_trees(test.source_trees))
-        scores.update(agreement=report.accuracy,
-                      agreement_counts=f"{report.correct}/{report.total}",
-                      agreement_long=(report.long_distance_accuracy
-                                      if report.long_distance_total else None),
-                      agreement_long_counts=(f"{report.long_distance_correct}/"
-                                             f"{report.long_distance_total}"))
-
-
-def tokenised_bleu(hyps: Sequence[str], refs: Sequence[str]) -> float:
-    """BLEU of already tokenised text (``tokenize="none"``), without sacreBLEU's warning
-    that the text looks tokenised: here it is meant to be."""
-    from sacrebleu.metrics import BLEU
-
-    sacrelogger = logging.getLogger("sacrebleu")
-    level = sacrelogger.level
-    sacrelogger.setLevel(logging.ERROR)
-    try:
-        return BLEU(tokenize="none").corpus_score(list(hyps), [list(refs)]).score
-    finally:
-        sacrelogger.setLevel(level)
-
-
-def score_alignments(generate_out: str, gold: str) -> dict:
-    from fairseq_syntax.evaluation.alignments import score_alignment_files
-
-    return score_alignment_files(gold, generate_out)
 
 
 def run_dir(args, key: str, seed: int) -> str:
@@ -401,68 +177,3 @@ def training_seconds(checkpoint: str) -> float:
 
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)  # checkpoint_safety's loader
     return float(state["extra_state"]["previous_training_time"])
-
-
-def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str,
-                    commands: dict) -> float:
-    """CPU time of a training step of ``method`` over the backbone's, on the same batches
-    (:func:`~fairseq_syntax.evaluation.step_time.measure` in its own process, one thread; the
-    seconds per step also to ``step_time.json``)."""
-    from fairseq_syntax.evaluation.step_time import measure, per_step
-
-    spec = method.arch + ("" if method.criterion == "label_smoothed_cross_entropy"
-                          else "+" + method.criterion)
-    if method.family == "transformer":
-        backbone, batches = TRANSFORMER_BACKBONE, args.step_time_batches
-        model_args = transformer_model_args(method, args.transformer)
-        max_tokens = args.transformer["max_tokens"]
-    else:
-        backbone, batches = BACKBONE, args.step_time_batches
-        model_args = rnn_size_args(args.embed_dim, args.encoder_hidden, args.decoder_hidden,
-                                   args.dropout)
-        max_tokens = args.max_tokens
-    if spec == backbone:
-        return 1.0
-    out = os.path.join(save, "step_time.json")
-    cmd = ["fairseq-syntax-step-time", corpus.databin, "--runs", f"{backbone},{spec}",
-           "--model-args", shlex.join(model_args), "--batches", str(batches),
-           "--rounds", "1", "--max-tokens", str(max_tokens), "--json", out]
-    commands["step_time"] = shown(cmd)  # the same measurement as a command line
-    totals = run_function(measure, dict(
-        databin=corpus.databin, specs=[backbone, spec], model_args=model_args,
-        batches=batches, rounds=1, max_tokens=max_tokens), log, threads=1)
-    seconds = per_step(totals, batches)
-    with open(out, "w") as f:
-        json.dump(seconds, f, indent=1)
-    return seconds[spec]["cpu_ratio"]
-
-
-def step_time_batches_of(method: Method, args) -> int:
-    """Batches of the step-time measurement of ``method`` (0: not measured). fairseq-syntax-step-time
-    builds runs of ``syntax_translation`` and of fairseq's own peers (for which the ratio's inverse
-    is the backbone's words/s over the peer's)."""
-    measured = method.task == "syntax_translation" or method.arch in FAIRSEQ_PEERS
-    return args.step_time_batches if measured else 0
-
-
-def induced_scores(row: Row, corpus: Corpus, ckpt: str, args, save: str, log: str,
-                   commands: dict) -> None:
-    """DA/UA of the trees the checkpoint induces on the test source and the branching
-    baselines (:func:`~fairseq_syntax.evaluation.induced_trees.score_checkpoint` in its own
-    process), to one decimal as earlier records hold them."""
-    from fairseq_syntax.evaluation.induced_trees import score_checkpoint
-
-    first = corpus.test_sets[0]
-    gold, output = first.source_trees, os.path.join(save, f"induced.{first.name}.conllu")
-    cmd = ["fairseq-syntax-induced-trees", corpus.databin, "--path", ckpt,
-           "--gen-subset", first.subset, "--gold", gold, "--output", output, *device_args(args)]
-    commands["induced_trees"] = shown(cmd)  # the same scores as a command line
-    scores = run_function(score_checkpoint, dict(
-        data=corpus.databin, path=ckpt, split=first.subset, gold=gold, output=output,
-        cpu=not args.gpu), log, threads=tool_threads(args)).scores
-    row.da, row.ua = (round(scores.model.directed_accuracy, 1),
-                      round(scores.model.undirected_accuracy, 1))
-    row.baselines = {name: round(value, 1) for name, value in (
-        ("left DA", scores.left.directed_accuracy), ("left UA", scores.left.undirected_accuracy),
-        ("right DA", scores.right.directed_accuracy),
-        ("right UA", scores.right.undirected_accuracy))}

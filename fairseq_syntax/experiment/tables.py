@@ -13,7 +13,7 @@ from fairseq_syntax.evaluation.significance import Delta, seed_mean
 
 from .comparisons import Comparisons, paired_scores
 from .methods import BACKBONE, TRANSFORMER_BACKBONE, all_methods, method_keys
-from .runs import alignment_head_args, run_settings
+from .commands import alignment_head_args, run_settings
 from .tools import write_atomically
 
 

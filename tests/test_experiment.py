@@ -13,10 +13,13 @@ from fairseq.data import Dictionary
 from sacrebleu.metrics import BLEU, CHRF
 
 from conftest import TINY_MODEL, USER_DIR, run_cli
-from fairseq_syntax.cli import experiment, parity
+from fairseq_syntax.cli import experiment
+from fairseq_syntax.cli.parity import get_parser as parity_parser
 from fairseq_syntax.evaluation.architectures import task_arch_args
-from fairseq_syntax.experiment import commands, corpora, methods, records, runs, scoring, tables
-from fairseq_syntax.cli.parity import LSTM
+from fairseq_syntax.experiment import (
+    commands, corpora, methods, parity, records, runs, scoring, tables,
+)
+from fairseq_syntax.experiment.parity import LSTM
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.experiment.tables import update_results
 from fairseq_syntax.evaluation.fairseq_log import read_train_log
@@ -482,7 +485,7 @@ def test_fairseq_lstm_is_trained_as_the_backbones_peer():
         "--task", "translation", "--arch", "lstm", "--encoder-bidirectional",
         "--decoder-out-embed-dim", "256"]
     assert cmd[cmd.index("--criterion"):] == ours[ours.index("--criterion"):]
-    assert parity.train_command(LSTM, "bin", parity.get_parser().parse_args(
+    assert parity.train_command(LSTM, "bin", parity_parser().parse_args(
         ["--corpus", "multi30k", "--workdir", "w"]), "save")[:11] == cmd[:11]
     generate = commands.generate_command(corpus, "ckpt", args, task=lstm.task)
     assert generate[generate.index("--task") + 1] == "translation"

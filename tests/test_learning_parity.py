@@ -9,8 +9,9 @@ import torch
 from fairseq import utils
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-from fairseq_syntax.cli.parity import LSTM, get_parser, parity
+from fairseq_syntax.cli.parity import get_parser
 from fairseq_syntax.evaluation.architectures import BACKBONE, plugin_architectures, rnn_architectures
+from fairseq_syntax.experiment.parity import LSTM, parity
 from fairseq_syntax.models.attentional_rnn import AttentionalRNNModel
 from fairseq_syntax.modules.tree_lstm import TreeLSTMCell
 from model_utils import build_model, random_batch, tiny_dictionary

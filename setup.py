@@ -49,6 +49,7 @@ setup(
             "fairseq-syntax-step-time = fairseq_syntax.cli.step_time:main",
             "fairseq-syntax-parity = fairseq_syntax.cli.parity:main",
             "fairseq-syntax-tokenize = fairseq_syntax.cli.tokenize:main",
+            "fairseq-syntax-gpu-readiness = fairseq_syntax.cli.gpu_readiness:main",
         ],
     },
 )

@@ -221,7 +221,8 @@ def capture_cross_attention(model, layer=0):
 
 def numpy_cross_attention(attn, query, key, heads_k, n, sigma, double):
     """The layer from its parameters, in float64 numpy, one sentence, head and target
-    position at a time: logits q·k/√d; p = J·sigmoid(v_h·tanh(W_h x)); the row M[p]
+    position at a time: logits q·k/√d; p = (J - 1)·sigmoid(v_h·tanh(W_h x)) over the words
+    (J: eos); the row M[p]
     interpolated between ⌊p⌋ and ⌊p⌋ + 1; syntax weights = softmax · exp(-M[p]²/2σ²) on N,
     renormalised. Returns the probabilities [B, H (+K), T, S] and the output [T, B, D]."""
     f = lambda t: t.detach().double().numpy()  # noqa: E731
@@ -248,7 +249,7 @@ def numpy_cross_attention(attn, query, key, heads_k, n, sigma, double):
                 if h >= heads_k:
                     continue
                 logit = hidden[t, b, h * hd:(h + 1) * hd] @ f(attn.predictor.v)[h]
-                p = J / (1 + math.exp(-logit))
+                p = max(J - 1, 0) / (1 + math.exp(-logit))  # the last word at most
                 lo = int(math.floor(p))
                 hi = min(lo + 1, J)
                 t_hi = p - lo if hi < J else float(p - lo >= 0.5)  # last word..eos: nearest row

@@ -310,15 +310,16 @@ def encoder_out_for(lengths, dim=16, distances=None, seed=0):
             "src_distances": dist if distances is None else distances}
 
 
-def test_predicted_position_counts_eos_as_the_last_position():
-    # J = index of eos = length - 1: with W_p = 0, p = J · sigmoid(0) = J / 2
-    lengths = [9, 6, 2]  # J = 8, 5, 1 -> p = 4, 2.5, 0.5 -> nearest rows 4, 3, 1
+def test_sdatt_centres_on_words_and_local_p_counts_eos_as_the_last_position():
+    # J = index of eos = length - 1. SDAtt: p = (J - 1) · sigmoid(0) with W_p = 0, a word;
+    # local-p (Luong): p = J · sigmoid(0) = J / 2, eos included
+    lengths = [9, 6, 2]  # J - 1 = 7, 4, 0 -> p = 3.5, 2, 0 -> nearest rows 4, 2, 0
     attention = centred_layer("sdatt_syntax", syntax_row="nearest", syntax_distance=1.0)
     enc = encoder_out_for(lengths)
     state = attention.init_state(enc)
     assert state["last_position"].tolist() == [8.0, 5.0, 1.0]
     _, weights, _ = attention(torch.randn(3, 16), enc, state)
-    assert [w.gt(0).nonzero().flatten().tolist() for w in weights] == [[3, 4, 5], [2, 3, 4], [0, 1]]
+    assert [w.gt(0).nonzero().flatten().tolist() for w in weights] == [[3, 4, 5], [1, 2, 3], [0, 1]]
     # local-p, D = 1: windows |j - p| <= 1 around p = 4, 2.5, 0.5, Gaussian with σ = 1/2
     local = centred_layer("sdatt_local_p", local_window=1.0)
     hidden = torch.randn(3, 16)
@@ -345,7 +346,8 @@ def test_attentional_state_follows_the_equations(arch, reading):
     out, returned, _ = attention(hidden, enc, state)
     scores = attention.score(hidden, state["keys"])
     predictor = attention.local_weights.predictor
-    position = predictor(hidden, state["last_position"])
+    last = state["last_position"]  # eos; SDAtt's p ranges over the words only
+    position = predictor(hidden, last if arch.endswith("local_p") else last - 1)
     if arch.endswith("local_p"):
         local = local_p_weights(scores, position, enc["padding_mask"], 2.0)
     else:

@@ -179,14 +179,15 @@ def multi30k_corpus(databin: str, dest: Optional[str] = None) -> Corpus:
 
 def kftt_corpus(databin: str, dest: Optional[str] = None) -> Corpus:
     """The data-bin of ``examples/kftt/prepare.sh`` (either direction, read from the
-    manifest): KFTT's official test set (``test``) and dev set (``test1``) where present;
+    manifest): KFTT's official test set (``test``) and its tune set (``test1``; dev is the
+    validation set) where present;
     Japanese output scored with sacreBLEU's ``ja-mecab`` tokenizer."""
     dest = dest or os.path.dirname(os.path.abspath(databin))
     with open(os.path.join(databin, "syntax_manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
     src, tgt = manifest["source_lang"], manifest["target_lang"]
     tests = []
-    for i, name in enumerate(("test", "dev")):
+    for i, name in enumerate(("test", "tune")):
         subset = "test" if i == 0 else f"test{i}"
         if i and not os.path.exists(os.path.join(databin, f"{subset}.{src}-{tgt}.{src}.bin")):
             continue

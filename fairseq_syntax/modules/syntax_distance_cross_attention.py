@@ -24,13 +24,14 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 from torch import Tensor
 
 from fairseq_syntax.modules.chosen_layers import ChosenLayers, wrap_layer
-from fairseq_syntax.modules.local_attention import distance_rows
+from fairseq_syntax.modules.local_attention import distance_rows, last_words
 from fairseq_syntax.syntax.side_values import EOS_DISTANCE, PAD_DISTANCE
 from fairseq_syntax.modules.transformer_decoder import SyntaxTransformerDecoder
 
 
 class HeadPositionPredictor(nn.Module):
-    """One eq. 5 predictor per head: ``p[b, h, t] = J_b · sigmoid(v_hᵀ tanh(W_h x[t, b]))``.
+    """One eq. 5 predictor per head: ``p[b, h, t] = L_b · sigmoid(v_hᵀ tanh(W_h x[t, b]))``, ``L_b``
+    the last word (:func:`~fairseq_syntax.modules.local_attention.last_words`: never eos).
 
     ``W_h`` is ``[hidden_dim, embed_dim]`` (all heads' in one Linear, Xavier-uniform as
     fairseq's projections), ``v_h`` ``[hidden_dim]`` ~ N(0, 1/hidden_dim).
@@ -45,7 +46,7 @@ class HeadPositionPredictor(nn.Module):
         nn.init.normal_(self.v, std=hidden_dim ** -0.5)
 
     def forward(self, query: Tensor, last_position: Tensor) -> Tensor:
-        """``query`` ``[T, B, D]``, ``last_position`` ``[B]`` -> ``[B, K, T]`` float32 in ``[0, J]``."""
+        """``query`` ``[T, B, D]``, ``last_position`` ``[B]`` -> ``[B, K, T]`` float32 in ``[0, L]``."""
         tgt_len, bsz, _ = query.shape
         hidden = torch.tanh(self.proj(query)).view(tgt_len, bsz, self.heads, self.hidden_dim)
         logit = (hidden.float() * self.v.float()).sum(-1)  # [T, B, K], float32 as p's precision matters
@@ -117,7 +118,7 @@ class SyntaxDistanceCrossAttention(MultiheadAttention):
             distances = distances.repeat_interleave(bsz // distances.size(0), dim=0)
         padding = distances.diagonal(dim1=1, dim2=2).eq(PAD_DISTANCE)
         last = (~padding).sum(1) - 1
-        positions = self.predictor(query, last)
+        positions = self.predictor(query, last_words(last))  # a word, never eos
         self.last_positions = positions.detach()
         rows = distance_rows(distances, positions.flatten(1), last)
         return rows.view(bsz, self.sdatt_heads, tgt_len, -1), padding

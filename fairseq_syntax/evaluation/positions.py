@@ -1,0 +1,59 @@
+"""Where a model's position predictors put ``p_i`` (Chen et al. 2017 eq. 5; Luong et al.
+2015's local-p; the SDAtt Transformer's per-head predictors): over the teacher-forced
+target steps of one split, the share whose ``p_i`` is nearer ``eos`` than any word
+(``p_i > J - 0.5``: SDAtt then reads ``eos``'s distance row, which sees ``eos`` alone), the
+share at the first word (``p_i < 0.5``), and the mean of ``p_i / J``. A predictor that
+puts most steps at ``eos`` has degenerated: its syntax-directed context is ``eos``'s
+annotation, not a window over the source."""
+from typing import Dict, List
+
+import torch
+
+
+def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str, float]:
+    """The shares of :mod:`this module <fairseq_syntax.evaluation.positions>` for ``model``
+    (in eval mode) on the loaded ``split`` of ``task``; ``{}`` for a model without a
+    position predictor."""
+    from fairseq_syntax.modules.local_attention import PositionPredictor
+    from fairseq_syntax.modules.syntax_distance_cross_attention import HeadPositionPredictor
+
+    calls: List[tuple] = []
+
+    def hook(module, inputs, output):
+        calls.append((id(module), output.detach().float()))
+
+    predictors = [m for m in model.modules()
+                  if isinstance(m, (PositionPredictor, HeadPositionPredictor))]
+    if not predictors:
+        return {}
+    handles = [m.register_forward_hook(hook) for m in predictors]
+    pad = task.target_dictionary.pad()
+    at_eos = at_first = steps = 0
+    relative = 0.0
+    itr = task.get_batch_iterator(dataset=task.dataset(split), max_tokens=max_tokens,
+                                  ignore_invalid_inputs=True).next_epoch_itr(shuffle=False)
+    try:
+        with torch.no_grad():
+            for sample in itr:
+                calls.clear()
+                model(**sample["net_input"])
+                real = sample["target"].ne(pad)  # [B, T]
+                eos = sample["net_input"]["src_lengths"].float() - 1  # J: right-padded source
+                steps_seen: Dict[int, int] = {}
+                for module, position in calls:
+                    if position.dim() == 1:  # one RNN decoder step: [B], in step order
+                        step = steps_seen.get(module, 0)
+                        steps_seen[module] = step + 1
+                        position, mask = position[:, None], real[:, step:step + 1]
+                    else:  # a Transformer layer's heads: [B, K, T]
+                        mask = real[:, None, :].expand_as(position)
+                    j = eos.view(-1, *([1] * (position.dim() - 1))).expand_as(position)
+                    at_eos += int((position.gt(j - 0.5) & mask).sum())
+                    at_first += int((position.lt(0.5) & mask).sum())
+                    relative += float((position / j.clamp(min=1))[mask].sum())
+                    steps += int(mask.sum())
+    finally:
+        for h in handles:
+            h.remove()
+    return {"position_at_eos": 100.0 * at_eos / steps, "position_at_first": 100.0 * at_first / steps,
+            "position_mean_relative": relative / steps, "position_steps": steps}

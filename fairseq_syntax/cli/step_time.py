@@ -23,10 +23,7 @@ import json
 import shlex
 from typing import Dict
 
-from fairseq_syntax.evaluation.step_time import measure, per_step
-
-RECIPE_SIZES = ("--encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-hidden-size 256 "
-                "--decoder-hidden-size 512 --dropout 0.3")
+from fairseq_syntax.evaluation.step_time import RECIPE_SIZES, measure, per_step
 
 
 def markdown(totals: Dict[str, Dict[str, float]], steps: int) -> str:

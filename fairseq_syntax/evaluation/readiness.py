@@ -1,7 +1,7 @@
 """GPU readiness: training tokens/s of every architecture in float32, ``--fp16`` and
 ``--bf16``, peak GPU memory, and whether the data loader keeps up with the step.
 
-Every run is built by :func:`fairseq_syntax.cli.step_time.build_run` (fairseq's own training
+Every run is built by :func:`fairseq_syntax.evaluation.step_time.build_run` (fairseq's own training
 options: task, model, criterion), and, as ``fairseq-syntax-step-time`` does, every run gets
 the same training batches (chosen from the first run's dataset, collated by each run's own)
 and is timed round-robin in one process, after a warm-up. What this module adds is what
@@ -57,7 +57,7 @@ PRESETS = {
 
 def preset_sizes(name: str) -> Dict[str, object]:
     """``{"rnn": ARGS, "transformer": ARGS, "max_tokens": N}`` of a preset."""
-    from fairseq_syntax.cli.step_time import RECIPE_SIZES
+    from .step_time import RECIPE_SIZES
 
     if name not in PRESETS:
         raise ValueError(f"unknown size preset {name!r}: choose one of {', '.join(PRESETS)}")
@@ -79,7 +79,7 @@ def readiness_runs(rnn_args: List[str], transformer_args: List[str],
     """fairseq's ``lstm``, every RNN-family architecture (backbone first), fairseq's
     ``transformer``, every Transformer-family architecture; ``archs`` keeps only those named
     (with the references they need)."""
-    from fairseq_syntax.cli.benchmark import rnn_architectures, transformer_architectures
+    from .architectures import rnn_architectures, transformer_architectures
 
     runs = []
     for family, members, sizes in (("rnn", rnn_architectures(), rnn_args),
@@ -196,7 +196,7 @@ def unsupported(precision: str, device) -> Optional[str]:
 
 @functools.lru_cache(maxsize=None)
 def _optimizer_config(precision: str):
-    from fairseq_syntax.cli import training_config
+    from .checkpoints import training_config
 
     flags = {"fp32": [], "fp16": ["--fp16"], "bf16": ["--bf16"]}[precision]
     return training_config(["unused-data", "--task", "translation", "--arch", "lstm",
@@ -266,7 +266,7 @@ def _time_precision(databin, runs, precision, device, chosen, samples, warmup, s
     """Timing of every run at one precision: all built and warmed up, then round-robin."""
     import torch
 
-    from fairseq_syntax.cli.step_time import build_run
+    from .step_time import build_run
 
     cuda = device.type == "cuda"
     timings = {r.spec: Timing() for r in runs}
@@ -338,7 +338,7 @@ def _time_loader(databin, run, max_tokens, batches, num_workers, seed) -> Loader
     builds it), after its first batch."""
     from fairseq import utils
 
-    from fairseq_syntax.cli.step_time import build_run
+    from .step_time import build_run
 
     out = Loader()
     try:
@@ -374,7 +374,7 @@ def measure_readiness(databin: str, runs: List[Run], precisions=PRECISIONS, step
 
     import torch
 
-    from fairseq_syntax.cli.step_time import build_run
+    from .step_time import build_run
 
     if steps < 1 or warmup < 0:
         raise ValueError("steps must be at least 1 and warm-up at least 0")

@@ -10,6 +10,9 @@ from fairseq_syntax.user_dir import user_dir
 from .architectures import task_arch_args
 from .checkpoints import training_config
 
+RECIPE_SIZES = ("--encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-hidden-size 256 "
+                "--decoder-hidden-size 512 --dropout 0.3")
+
 
 def build_run(databin: str, spec: str, model_args: List[str]):
     """(task, model, criterion, optimizer) of ``ARCH[+CRITERION]`` as fairseq-train builds them."""

@@ -1,12 +1,12 @@
 """fairseq-syntax-gpu-readiness on the CPU with the tiny preset: a row per architecture,
 numbers that follow from their definitions, fp16 skipped with a note."""
 import shlex
+import shutil
 
 import numpy as np
 import pytest
-from conftest import run_cli
-
 from fairseq_syntax.cli.benchmark import rnn_architectures, transformer_architectures
+from fairseq_syntax.cli.gpu_readiness import main
 from fairseq_syntax.evaluation import readiness
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -102,22 +102,26 @@ def test_table_numbers_follow_from_the_measurements(measured):
         assert cells[header.index("peak MB fp32/bf16")] == "–"
 
 
-def test_the_command_writes_the_table_and_names_the_device(synthetic_databin, tmp_path):
+def test_the_command_writes_the_table_and_names_the_device(synthetic_databin, tmp_path, capsys):
+    # in-process (a subprocess would import torch and fairseq again); the console script exists
+    assert shutil.which("fairseq-syntax-gpu-readiness")
     out = tmp_path / "readiness.md"
-    proc = run_cli(["fairseq-syntax-gpu-readiness", str(synthetic_databin), "--preset", "tiny",
-                    "--cpu", "--archs", "sdatt_transformer", "--precisions", "fp32", "--steps", "1",
-                    "--warmup", "0", "--loader-batches", "2", "--out", str(out)])
+    assert main([str(synthetic_databin), "--preset", "tiny", "--cpu", "--archs", "sdatt_transformer",
+                 "--precisions", "fp32", "--steps", "1", "--warmup", "0", "--loader-batches", "2",
+                 "--out", str(out)]) == 0
     table = out.read_text()
-    assert table.strip() in proc.stdout
+    assert table.strip() in capsys.readouterr().out
     _, rows = table_rows(table)
     assert list(rows) == ["transformer", "syntax_transformer", "sdatt_transformer"]
     assert table.startswith("GPU readiness on **CPU: ") and "--archs sdatt_transformer" in table
     assert np.isfinite(number(rows["sdatt_transformer"][2]))
 
 
-def test_errors_say_what_to_fix(tmp_path):
-    proc = run_cli(["fairseq-syntax-gpu-readiness", str(tmp_path), "--cpu"], check=False)
-    assert proc.returncode != 0 and "not a data-bin" in proc.stderr and "fairseq-syntax-preprocess" in proc.stderr
+def test_errors_say_what_to_fix(tmp_path, synthetic_databin):
+    with pytest.raises(SystemExit, match="not a data-bin.*fairseq-syntax-preprocess"):
+        main([str(tmp_path), "--cpu"])
+    with pytest.raises(SystemExit, match="unknown architecture"):
+        main([str(synthetic_databin), "--cpu", "--archs", "nope"])
     with pytest.raises(ValueError, match="unknown architecture.*choose from"):
         readiness.readiness_runs([], [], ["no_such_arch"])
     with pytest.raises(ValueError, match="unknown size preset"):

@@ -106,15 +106,19 @@ def test_the_command_writes_the_table_and_names_the_device(synthetic_databin, tm
     # in-process (a subprocess would import torch and fairseq again); the console script exists
     assert shutil.which("fairseq-syntax-gpu-readiness")
     out = tmp_path / "readiness.md"
+    # --time-budget spent at once: the first precision is measured, the next skipped with a
+    # note and the loaders not timed, and the table is still written
     assert main([str(synthetic_databin), "--preset", "tiny", "--cpu", "--archs", "sdatt_transformer",
-                 "--precisions", "fp32", "--steps", "1", "--warmup", "0", "--loader-batches", "2",
-                 "--out", str(out)]) == 0
+                 "--precisions", "fp32,bf16", "--steps", "1", "--warmup", "0", "--loader-batches", "2",
+                 "--time-budget", "0.001", "--out", str(out)]) == 0
     table = out.read_text()
     assert table.strip() in capsys.readouterr().out
     _, rows = table_rows(table)
     assert list(rows) == ["transformer", "syntax_transformer", "sdatt_transformer"]
     assert table.startswith("GPU readiness on **CPU: ") and "--archs sdatt_transformer" in table
     assert np.isfinite(number(rows["sdatt_transformer"][2]))
+    assert "bf16: not measured: the time budget (0 s) would be spent" in table and "bf16 tok/s" not in table
+    assert "sdatt_transformer, loader: not timed: the time budget" in table
 
 
 def test_errors_say_what_to_fix(tmp_path, synthetic_databin):

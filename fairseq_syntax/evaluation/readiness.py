@@ -401,8 +401,11 @@ def _time_loader(base, max_tokens, batches, num_workers, seed) -> Loader:
 def measure_readiness(databin: str, runs: List[Run], precisions=PRECISIONS, steps: int = 10,
                       warmup: int = 3, max_tokens: int = 4000, device: str = "cuda",
                       loader_batches: int = 50, num_workers: int = 1, seed: int = 1,
-                      progress=lambda message: None) -> Readiness:
-    """Measure every run at every precision that ``device`` supports, and its loader."""
+                      progress=lambda message: None, time_budget_s: Optional[float] = None) -> Readiness:
+    """Measure every run at every precision that ``device`` supports, and its loader; with
+    ``time_budget_s``, a precision whose turn would end past the budget (judged by the time
+    spent so far per precision) is skipped with a note, and loaders past it are not timed."""
+    began = time.perf_counter()
     import resource
 
     import torch
@@ -424,10 +427,20 @@ def measure_readiness(databin: str, runs: List[Run], precisions=PRECISIONS, step
         if not isinstance(b, str):
             dataset = b.task.dataset("train")
             b.samples = [dataset.collater([dataset[i] for i in batch]) for batch in chosen]
-    timings = {p: _time_precision(built, runs, p, dev, warmup, steps, progress) for p in measured}
+    timings = {}
+    for i, p in enumerate(measured):
+        elapsed = time.perf_counter() - began
+        if time_budget_s and i and elapsed * (i + 1) / i > time_budget_s:  # the next would overrun
+            skipped[p] = f"not measured: the time budget ({time_budget_s:.0f} s) would be spent"
+            continue
+        timings[p] = _time_precision(built, runs, p, dev, warmup, steps, progress)
+    measured = list(timings)
     loader = {}
     for r in runs:
         progress(f"loader {r.spec}")
+        if time_budget_s and time.perf_counter() - began > time_budget_s:
+            loader[r.spec] = Loader(error=f"not timed: the time budget ({time_budget_s:.0f} s) was spent")
+            continue
         loader[r.spec] = _time_loader(built[r.spec], max_tokens, loader_batches, num_workers, seed)
     rss = None if dev.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return Readiness(device_name(dev), runs, measured, skipped, timings, loader, steps, warmup,

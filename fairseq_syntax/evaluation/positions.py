@@ -35,6 +35,10 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
     try:
         with torch.no_grad():
             for sample in itr:
+                if next(model.parameters()).is_cuda:
+                    from fairseq.utils import move_to_cuda
+
+                    sample = move_to_cuda(sample)
                 calls.clear()
                 model(**sample["net_input"])
                 real = sample["target"].ne(pad)  # [B, T]

@@ -199,6 +199,8 @@ class Parsing:
     batch_size: int = 256
     pool: object = None  # ParserPool while started
     streams: list = field(default_factory=list)
+    #: split name -> the parses a killed run left (``{cache}.partial``), not parsed again
+    resumed: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, args, splits: Sequence[SplitData]) -> "Parsing":
@@ -208,11 +210,16 @@ class Parsing:
             return cls()
         from fairseq_syntax.syntax.spacy_parser import SpacyParser
 
+        from .spacy_parse import resume_parses
+
         parser = SpacyParser(args.parser)
         to_parse = [d for d in splits if not cached_parse(d, parser)]
+        resumed = {d.files.name: resume_parses(parser, d.files.source, d.source, d.files.parse,
+                                               desc=f"parse {d.files.name}")
+                   for d in to_parse}
         if to_parse:
             parser.nlp  # loaded now, so that the forked workers inherit it
-        return cls(parser, to_parse, args.workers, args.parse_batch_size)
+        return cls(parser, to_parse, args.workers, args.parse_batch_size, resumed=resumed)
 
     @property
     def concurrent(self) -> bool:
@@ -227,7 +234,8 @@ class Parsing:
         return self
 
     def start(self) -> None:
-        self.streams = [(d, self.pool.imap(d.source, self.batch_size), time.time())
+        self.streams = [(d, self.pool.imap(d.source[len(self.resumed.get(d.files.name, ())):],
+                                           self.batch_size), time.time())
                         for d in self.splits]
 
     def collect(self, on_tree: Callable[[SplitData], Optional[Callable]] = lambda d: None
@@ -236,7 +244,7 @@ class Parsing:
         see :func:`parse_split`), write its CoNLL-U cache, close the pool."""
         for data, stream, started in self.streams:
             parse_split(data, self.parser, self.workers, self.batch_size, stream, started,
-                        on_tree(data))
+                        on_tree(data), resumed=self.resumed.get(data.files.name, ()))
         if self.pool is not None:
             self.pool.close()
 
@@ -247,16 +255,18 @@ class Parsing:
 
 
 def parse_split(data: SplitData, parser, workers: int, batch_size: int, stream=None,
-                started: Optional[float] = None, on_tree=None) -> None:
+                started: Optional[float] = None, on_tree=None,
+                resumed: Sequence[ParsedSentence] = ()) -> None:
     """Parse one split's source with spaCy (or read the trees of ``stream``, what
-    :meth:`ParserPool.imap` returned) and write its CoNLL-U cache: ``data.trees``."""
+    :meth:`ParserPool.imap` returned for the sentences after ``resumed``, the parses a
+    killed run left) and write its CoNLL-U cache: ``data.trees``."""
     from .spacy_parse import parse_and_cache
 
     try:
         trees = parse_and_cache(parser, data.files.source, data.source, data.files.parse,
                                 workers=workers, batch_size=batch_size,
                                 desc=f"parse {data.files.name}", on_tree=on_tree,
-                                stream=stream, started=started)
+                                stream=stream, started=started, resumed=resumed)
     except ValueError as err:
         if isinstance(err, SyntaxInputError):
             raise

@@ -8,11 +8,19 @@ is :mod:`fairseq_syntax.syntax.spacy_parser`, shared with raw input to
   ``# fairseq_syntax_parse = {json}`` (parser name, package, version, spaCy version,
   SHA-256 of the text file); a later run with the same parser and the same text reads
   the file instead of parsing.
+* **Resuming.** While parsing, the trees are appended in chunks of :data:`RESUME_CHUNK`
+  sentences (flushed and synced) to ``{cache}.partial``, which already has the final
+  header; once all are parsed it is renamed to ``{cache}``, so the cache is never seen
+  half written. A run that was killed leaves the partial file: the next run with the same
+  parser and text (the same header) keeps its complete sentences (a torn last sentence is
+  cut off) and parses only the rest (:func:`resume_parses`); the cache it ends with is
+  byte for byte what an uninterrupted run writes.
 
 Run as ``python -m fairseq_syntax_preprocess.spacy_parse --parser NAME --workers N
 TEXT [-o OUT.conllu]`` to parse a file alone (e.g. to time parsing by itself).
 """
 import argparse
+import contextlib
 import hashlib
 import json
 import logging
@@ -30,6 +38,8 @@ from fairseq_syntax.syntax.text_io import atomic_text_file
 logger = logging.getLogger("fairseq_syntax_preprocess")
 
 CACHE_HEADER = "# fairseq_syntax_parse = "
+PARTIAL_SUFFIX = ".partial"
+RESUME_CHUNK = 1000  # sentences per append to the partial cache (what a killed run keeps)
 
 # --------------------------------------------------------------------------- cache
 
@@ -62,10 +72,26 @@ def read_cache_header(path: str) -> Optional[dict]:
         return None
 
 
+def partial_path(cache: str) -> str:
+    """Where the parses of an unfinished run are kept: ``{cache}.partial``."""
+    return cache + PARTIAL_SUFFIX
+
+
+def cache_header(parser: SpacyParser, text_path: str, n_sentences: int) -> dict:
+    """The header of the cache of ``n_sentences`` parses of ``text_path``."""
+    info = parser.info
+    return {"parser": info.identity(), "source_sha256": file_sha256(text_path),
+            "source_file": os.path.abspath(text_path), "sentences": n_sentences}
+
+
+def _header_line(header: dict) -> str:
+    return CACHE_HEADER + json.dumps(header, sort_keys=True) + "\n"
+
+
 def write_cache(path: str, trees: Sequence[ParsedSentence], header: dict) -> None:
     """Write ``trees`` as CoNLL-U with the header line, atomically (temp file + rename)."""
     with atomic_text_file(path) as out:
-        out.write(CACHE_HEADER + json.dumps(header, sort_keys=True) + "\n")
+        out.write(_header_line(header))
         for tree in trees:
             out.write(format_conllu(tree.words, tree.heads, tree.deprels))
 
@@ -139,22 +165,99 @@ def load_cached(parser: SpacyParser, text_path: str, sentences: Sequence[Sequenc
     return None
 
 
+def resume_parses(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
+                  cache: str, desc: str = "parse") -> List[ParsedSentence]:
+    """The parses a killed run left in ``{cache}.partial`` for these ``sentences`` (the
+    words of ``text_path``) with this parser: its complete sentences, the file cut after
+    the last of them; ``[]`` when there is none, or when it was made by another parser or
+    for another text (it is removed then). Never loads the pipeline."""
+    partial = partial_path(cache)
+    if not os.path.isfile(partial):
+        return []
+    head = _header_line(cache_header(parser, text_path, len(sentences))).encode("utf-8")
+    with open(partial, "rb") as f:
+        matches = f.readline() == head
+        end = offset = len(head)
+        if matches:
+            for raw in f:  # the end of the last complete sentence (its blank line)
+                offset += len(raw)
+                if raw == b"\n":
+                    end = offset
+    trees: List[ParsedSentence] = []
+    if matches:
+        try:
+            os.truncate(partial, end)
+            trees = read_cache_trees(partial)
+        except (OSError, ValueError, UnicodeDecodeError) as err:
+            logger.warning("%s: cannot resume from %s (%s)", desc, partial, err)
+            matches = False
+        else:
+            matches = len(trees) <= len(sentences) and all(
+                t.words == list(w) for t, w in zip(trees, sentences))
+    if not matches:
+        logger.info("%s: %s was left by a run with another parser or text; parsing from the "
+                    "start", desc, partial)
+        os.unlink(partial)
+        return []
+    for tree in trees:  # as the parser gives them: from no file
+        tree.line = 0
+    logger.info("%s: resuming after the %d sentences parsed in %s", desc, len(trees), partial)
+    return trees
+
+
 def parse_and_cache(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
                     cache: str, workers: int = 1, batch_size: int = 256, desc: str = "parse",
                     pool: Optional[ParserPool] = None, on_tree=None, stream=None,
-                    started: Optional[float] = None) -> List[ParsedSentence]:
-    """Parse ``sentences`` and write them to ``cache`` (with the header line);
-    ``on_tree``, ``stream``: see :func:`parse_words`; ``started``: when the workers
-    started on ``stream`` (for the log)."""
+                    started: Optional[float] = None,
+                    resumed: Sequence[ParsedSentence] = ()) -> List[ParsedSentence]:
+    """Parse ``sentences`` and write them to ``cache`` (with the header line), in chunks
+    through ``{cache}.partial`` (see the module's docstring). ``resumed``: the parses of
+    the first sentences, from :func:`resume_parses` (then ``stream``, if given, holds
+    those of the rest). ``on_tree``: called with the list of all trees so far after each
+    tree arrives (see :func:`parse_words`); ``stream``: see :func:`parse_words`;
+    ``started``: when the workers started on ``stream`` (for the log)."""
     start = time.time() if started is None else started
-    trees = parser.parse(sentences, workers=workers, batch_size=batch_size, desc=desc, pool=pool,
-                         on_tree=on_tree, stream=stream)
+    trees: List[ParsedSentence] = list(resumed)
+    partial = partial_path(cache)
+    if trees:
+        out = open(partial, "a", encoding="utf-8")
+    else:
+        os.makedirs(os.path.dirname(os.path.abspath(partial)), exist_ok=True)
+        out = open(partial, "w", encoding="utf-8")
+        out.write(_header_line(cache_header(parser, text_path, len(sentences))))
+    pending: List[ParsedSentence] = []
+
+    def flush() -> None:
+        out.write("".join(format_conllu(t.words, t.heads, t.deprels) for t in pending))
+        out.flush()
+        os.fsync(out.fileno())
+        pending.clear()
+
+    def arrived(new: Sequence[ParsedSentence]) -> None:
+        trees.append(new[-1])
+        pending.append(new[-1])
+        if len(pending) >= RESUME_CHUNK:
+            flush()
+        if on_tree is not None:
+            on_tree(trees)
+
+    try:
+        if trees and on_tree is not None:
+            on_tree(trees)
+        parser.parse(sentences[len(trees):], workers=workers, batch_size=batch_size,
+                     desc=desc, pool=pool, on_tree=arrived, stream=stream)
+        flush()
+    except BaseException:
+        with contextlib.suppress(OSError, ValueError):  # keep what was parsed
+            flush()
+        raise
+    finally:
+        out.close()
+    os.replace(partial, cache)
     info = parser.info
-    logger.info("%s: parsed %d sentences with %s %s in %.1f s (%d workers)", desc, len(trees),
-                info.package, info.version, time.time() - start, workers)
-    header = {"parser": info.identity(), "source_sha256": file_sha256(text_path),
-              "source_file": os.path.abspath(text_path), "sentences": len(trees)}
-    write_cache(cache, trees, header)
+    logger.info("%s: parsed %d sentences with %s %s in %.1f s (%d workers)", desc,
+                len(trees) - len(resumed), info.package, info.version, time.time() - start,
+                workers)
     return trees
 
 
@@ -166,7 +269,8 @@ def parse_with_cache(parser: SpacyParser, text_path: str, sentences: Sequence[Se
     if trees is not None:
         return trees, True
     return parse_and_cache(parser, text_path, sentences, cache, workers, batch_size, desc,
-                           pool), False
+                           pool, resumed=resume_parses(parser, text_path, sentences, cache,
+                                                       desc)), False
 
 
 # --------------------------------------------------------------------------- command line
@@ -199,11 +303,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         handle = SpacyParser(args.parser)
         sentences = [line.split() for line in read_text_lines(args.text)]
-        trees = handle.parse(sentences, workers=args.workers, batch_size=args.parse_batch_size)
-        info = handle.info
-        write_cache(args.output or args.text + ".conllu", trees, {
-            "parser": info.identity(), "source_sha256": file_sha256(args.text),
-            "source_file": os.path.abspath(args.text), "sentences": len(trees)})
+        output = args.output or args.text + ".conllu"
+        trees = parse_and_cache(handle, args.text, sentences, output, workers=args.workers,
+                                batch_size=args.parse_batch_size,
+                                resumed=resume_parses(handle, args.text, sentences, output))
     except SyntaxInputError as err:
         print(f"spacy_parse: error: {err}", file=sys.stderr)
         return 1

@@ -618,3 +618,77 @@ def test_projection_as_trees_arrive_equals_projection_after_parsing():
         for got, want in ((enc.heads, expected.heads), (enc.words, expected.words),
                           (enc.trees, expected.trees)):
             assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+# ----------------------------------------------------------------------------- parse cache
+
+
+class _FakeParser:
+    """Stands for a SpacyParser in the parse cache's tests: a chain tree per sentence;
+    ``kill_after`` sentences into a call it raises, as a killed run stops."""
+
+    def __init__(self, name="fake", kill_after=None):
+        from fairseq_syntax.syntax.spacy_parser import ParserInfo
+
+        self.info = ParserInfo(name=name, package=name, version="1.0", spacy_version="3",
+                               lang="xx", fingerprint="f")
+        self.kill_after = kill_after
+        self.asked = []  # the sentences each call was given
+
+    def parse(self, sentences, workers=1, batch_size=256, desc="parse", pool=None,
+              on_tree=None, stream=None, progress=False):
+        from fairseq_syntax.syntax.conllu_io import ParsedSentence
+
+        self.asked.append([list(s) for s in sentences])
+        out = []
+        for words in sentences:
+            if self.kill_after is not None and len(out) == self.kill_after:
+                raise KeyboardInterrupt
+            out.append(ParsedSentence(list(words), [-1] + list(range(len(words) - 1)),
+                                      ["dep"] * len(words), 0))
+            if on_tree is not None:
+                on_tree(out)
+        return out
+
+
+def test_killed_parse_resumes_where_it_stopped(tmp_path, monkeypatch):
+    """The parse cache is written in chunks (``{cache}.partial``) while parsing: a killed
+    run keeps its complete sentences (a torn last one is cut off), the next run parses only
+    the rest and ends with the cache an uninterrupted run writes, byte for byte."""
+    from fairseq_syntax_preprocess import spacy_parse
+
+    monkeypatch.setattr(spacy_parse, "RESUME_CHUNK", 3)
+    sentences = [[f"w{k}", "b", "c"][: 1 + k % 3] for k in range(20)]
+    text = tmp_path / "train.xx"
+    text.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+    whole = tmp_path / "whole.conllu"
+    spacy_parse.parse_and_cache(_FakeParser(), str(text), sentences, str(whole))
+    assert not os.path.exists(str(whole) + ".partial")
+
+    cache = tmp_path / "cache" / "train.xx.conllu"
+    partial = str(cache) + ".partial"
+    with pytest.raises(KeyboardInterrupt):
+        spacy_parse.parse_and_cache(_FakeParser(kill_after=7), str(text), sentences, str(cache))
+    assert not cache.exists() and os.path.exists(partial)
+    with open(partial, "a", encoding="utf-8") as f:  # killed mid-write: half a sentence
+        f.write("# text = w7 b\n1\tw7\t_\t_\t_\t_\t0\tdep\t_\t_\n")
+    parser = _FakeParser()
+    assert spacy_parse.load_cached(parser, str(text), sentences, str(cache)) is None
+    resumed = spacy_parse.resume_parses(parser, str(text), sentences, str(cache))
+    assert [t.words for t in resumed] == sentences[:7]
+    seen = []
+    trees = spacy_parse.parse_and_cache(parser, str(text), sentences, str(cache),
+                                        resumed=resumed, on_tree=lambda t: seen.append(len(t)))
+    assert parser.asked == [sentences[7:]]  # only the rest was parsed
+    assert seen == list(range(7, 21))  # the projection sees every tree from the first
+    assert [t.words for t in trees] == sentences
+    assert cache.read_bytes() == whole.read_bytes()
+    assert not os.path.exists(partial)
+
+    # what another parser (or text) left is not reused, and removed
+    with pytest.raises(KeyboardInterrupt):
+        spacy_parse.parse_and_cache(_FakeParser("other", kill_after=5), str(text), sentences,
+                                    str(tmp_path / "b.conllu"))
+    assert spacy_parse.resume_parses(parser, str(text), sentences,
+                                     str(tmp_path / "b.conllu")) == []
+    assert not os.path.exists(str(tmp_path / "b.conllu") + ".partial")

@@ -5,6 +5,7 @@ A tiny spaCy parser is trained in a fixture from the first 50 sentences of UD En
 EWT dev (SHARED_DATA), so the tests need no installed pipeline; skipped without the data.
 """
 import json
+import logging
 import os
 import re
 
@@ -340,6 +341,34 @@ def test_second_run_reuses_the_parse_cache(parsed_databin, parsed_corpus, tiny_p
         cli.main(["-s", "en", "-t", "vf", "--trainpref", str(changed / "valid"), "--parser",
                   tiny_parser, "--parse-cache", str(cache), "--vocab-size", "60",
                   "--destdir", str(tmp_path / "changed-bin")])
+
+
+def test_killed_run_resumes_parsing_from_the_partial_cache(parsed_databin, parsed_corpus,
+                                                          tiny_parser, tmp_path, caplog):
+    """A run killed while parsing leaves ``{cache}.partial`` with the sentences parsed so
+    far (and maybe a torn last one): the next run parses only the rest, and writes the
+    cache and data-bin an uninterrupted run writes."""
+    from fairseq_syntax_preprocess import cli
+
+    dest, cache, _ = parsed_databin
+    whole = (cache / "valid.en.conllu").read_bytes()
+    blocks = whole.split(b"\n\n")
+    kept = b"\n\n".join(blocks[: len(blocks) // 2]) + b"\n\n"
+    again = tmp_path / "cache"
+    again.mkdir()
+    (again / "train.en.conllu").write_bytes((cache / "train.en.conllu").read_bytes())
+    (again / "valid.en.conllu.partial").write_bytes(kept + b"# text = torn\n1\tto")
+    raw = str(parsed_corpus)
+    out = tmp_path / "bin"
+    caplog.set_level(logging.INFO, logger="fairseq_syntax_preprocess")
+    cli.main(["-s", "en", "-t", "vf", "--trainpref", f"{raw}/train", "--validpref",
+              f"{raw}/valid", "--parser", tiny_parser, "--parse-cache", str(again),
+              "--vocab-size", "120", "--destdir", str(out)])
+    assert f"resuming after the {len(blocks) // 2} sentences parsed in" in caplog.text
+    assert (again / "valid.en.conllu").read_bytes() == whole
+    assert not (again / "valid.en.conllu.partial").exists()
+    for name in ("valid.en-vf.en.heads.bin", "valid.en-vf.en.tree.bin", "valid.en-vf.en.bin"):
+        assert (out / name).read_bytes() == (dest / name).read_bytes()
 
 
 def test_parser_never_overwrites_a_foreign_conllu(synthetic_raw, tiny_parser, tmp_path, capsys):

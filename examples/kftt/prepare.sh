@@ -60,7 +60,7 @@ while [ $# -gt 0 ]; do
     --spm-model-type) SPM_TYPE=$2; shift 2 ;;
     --train-size) TRAIN_SIZE=$2; shift 2 ;;
     --max-len) MAX_LEN=$2; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) echo "prepare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done

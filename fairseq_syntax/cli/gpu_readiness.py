@@ -5,9 +5,9 @@ at ``--num-workers`` keeps up with the training step; a Markdown table naming th
 
 The measurement is :mod:`fairseq_syntax.evaluation.readiness` (built on
 ``fairseq-syntax-step-time``'s runs). On a CPU, ``--fp16`` is skipped with a note and
-``--bf16`` runs where torch has bfloat16 CPU kernels. Example (one GPU, about 5 minutes
-at the recipe's sizes): ``fairseq-syntax-gpu-readiness data/kftt-en-ja/data-bin --out
-readiness.md``; a test-sized run: ``--preset tiny --cpu``.
+``--bf16`` runs where torch has bfloat16 CPU kernels. Example (one GPU, the recipe's sizes,
+bounded to 7 minutes of measurement): ``fairseq-syntax-gpu-readiness data/kftt-en-ja/data-bin
+--time-budget 420 --out readiness.md``; a test-sized run: ``--preset tiny --cpu``.
 """
 import argparse
 import os
@@ -42,6 +42,9 @@ def get_parser():
     p.add_argument("--cpu", action="store_true", help="run on the CPU even when CUDA is there")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (on the CPU)")
     p.add_argument("--seed", type=int, default=1, help="seed of the batch choice and the models")
+    p.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="skip (with a note) a precision that would end past this many seconds, "
+                   "and loaders past it, so that a bounded call still prints a table")
     p.add_argument("--out", metavar="FILE", help="also write the Markdown table to FILE")
     return p
 
@@ -74,7 +77,8 @@ def main(argv=None):
             args.data_bin, runs, [p for p in args.precisions.split(",") if p], args.steps,
             args.warmup, args.max_tokens or sizes["max_tokens"], device, args.loader_batches,
             args.num_workers, args.seed,
-            progress=lambda message: print(message, file=sys.stderr, flush=True))
+            progress=lambda message: print(message, file=sys.stderr, flush=True),
+            time_budget_s=args.time_budget)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}")
     command = "fairseq-syntax-gpu-readiness " + " ".join(

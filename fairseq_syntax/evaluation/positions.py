@@ -35,6 +35,10 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
     try:
         with torch.no_grad():
             for sample in itr:
+                if next(model.parameters()).is_cuda:
+                    from fairseq.utils import move_to_cuda
+
+                    sample = move_to_cuda(sample)
                 calls.clear()
                 model(**sample["net_input"])
                 real = sample["target"].ne(pad)  # [B, T]
@@ -57,3 +61,17 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
             h.remove()
     return {"position_at_eos": 100.0 * at_eos / steps, "position_at_first": 100.0 * at_first / steps,
             "position_mean_relative": relative / steps, "position_steps": steps}
+
+
+def checkpoint_position_shares(databin: str, checkpoint: str, split: str = "test",
+                               cpu: bool = True) -> Dict[str, float]:
+    """:func:`position_shares` of the model in ``checkpoint`` on ``split`` of ``databin``."""
+    from fairseq import checkpoint_utils
+
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [checkpoint], arg_overrides={"data": databin})
+    model = models[0].eval()
+    if not cpu:
+        model.cuda()
+    task.load_dataset(split)
+    return position_shares(model, task, split)

@@ -262,37 +262,69 @@ def _choose_batches(task, max_tokens: int, count: int, seed: int) -> List[List[i
     return [batches[i % len(batches)] for i in range(count)]
 
 
-def _time_precision(databin, runs, precision, device, chosen, samples, warmup, steps, progress):
-    """Timing of every run at one precision: all built and warmed up, then round-robin."""
+@dataclass
+class _Built:
+    """A run as step_time.build_run builds it (float32, on the CPU) and its collated batches."""
+    task: object
+    model: object
+    criterion: object
+    samples: list = field(default_factory=list)
+
+
+def _build(databin: str, runs: List[Run], progress) -> Dict[str, object]:
+    """spec -> :class:`_Built`, or the error string of a run that could not be built."""
+    from .step_time import build_run
+
+    built = {}
+    for r in runs:
+        progress(f"build {r.spec}")
+        try:
+            torch_seed(1)
+            task, model, criterion, _ = build_run(databin, r.spec, r.model_args)
+            task.load_dataset("train")
+            built[r.spec] = _Built(task, model, criterion)
+        except Exception as exc:  # a readiness finding: reported in the table
+            built[r.spec] = _error(exc)
+    return built
+
+
+def torch_seed(seed: int):
     import torch
 
-    from .step_time import build_run
+    torch.manual_seed(seed)
+
+
+def _time_precision(built, runs, precision, device, warmup, steps, progress):
+    """Timing of every run at one precision: each copied from its built float32 model, cast,
+    moved and warmed up, then all timed round-robin."""
+    import copy
+
+    import torch
 
     cuda = device.type == "cuda"
     timings = {r.spec: Timing() for r in runs}
     live = {}
     for r in runs:
-        progress(f"{precision} build + warm-up {r.spec}")
-        timing = timings[r.spec]
+        timing, base = timings[r.spec], built[r.spec]
+        if isinstance(base, str):
+            timing.error = base
+            continue
+        progress(f"{precision} warm-up {r.spec}")
         try:
             before = torch.cuda.memory_allocated(device) if cuda else 0
-            torch.manual_seed(1)
-            task, model, criterion, _ = build_run(databin, r.spec, r.model_args)
-            if r.spec not in samples:
-                task.load_dataset("train")
-                dataset = task.dataset("train")
-                samples[r.spec] = [dataset.collater([dataset[i] for i in b]) for b in chosen]
             dtype = getattr(torch, _DTYPE[precision])
-            model, criterion = model.to(device=device, dtype=dtype), criterion.to(device=device)
+            model = copy.deepcopy(base.model).to(device=device, dtype=dtype)
+            criterion = base.criterion.to(device=device)  # holds the task: not copied
             optimizer = _optimizer(model, precision)
             model.train()
             for i in range(warmup):
-                _step(model, criterion, optimizer, _prepare(samples[r.spec][i % steps], device, precision),
+                _step(model, criterion, optimizer, _prepare(base.samples[i % steps], device, precision),
                       precision)
+            resident = 0
             if cuda:
                 torch.cuda.synchronize(device)
                 resident = torch.cuda.memory_allocated(device) - before
-            live[r.spec] = (model, criterion, optimizer, resident if cuda else 0)
+            live[r.spec] = (model, criterion, optimizer, resident)
         except Exception as exc:  # a readiness finding: reported in the table
             timing.error = _error(exc)
             if cuda:
@@ -309,7 +341,7 @@ def _time_precision(databin, runs, precision, device, chosen, samples, warmup, s
                     torch.cuda.reset_peak_memory_stats(device)
                 start = time.perf_counter()
                 tokens, skipped = _step(model, criterion, optimizer,
-                                        _prepare(samples[spec][i], device, precision), precision)
+                                        _prepare(built[spec].samples[i], device, precision), precision)
                 if cuda:
                     torch.cuda.synchronize(device)
                 timing.seconds += time.perf_counter() - start
@@ -333,20 +365,21 @@ def _time_precision(databin, runs, precision, device, chosen, samples, warmup, s
     return timings
 
 
-def _time_loader(databin, run, max_tokens, batches, num_workers, seed) -> Loader:
-    """Batches/s of fairseq's training epoch iterator for ``run`` (built as fairseq-train
-    builds it), after its first batch."""
+def _time_loader(base, max_tokens, batches, num_workers, seed) -> Loader:
+    """Batches/s of fairseq's training epoch iterator over the run's dataset (built as
+    fairseq-train builds it), after its first batch."""
     from fairseq import utils
 
-    from .step_time import build_run
-
     out = Loader()
+    if isinstance(base, str):
+        out.error = base
+        return out
     try:
-        task, model, _, _ = build_run(databin, run.spec, run.model_args)
-        task.load_dataset("train")
+        task = base.task
         itr = task.get_batch_iterator(
             dataset=task.dataset("train"), max_tokens=max_tokens,
-            max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions(), max_tokens),
+            max_positions=utils.resolve_max_positions(task.max_positions(), base.model.max_positions(),
+                                                      max_tokens),
             ignore_invalid_inputs=True, required_batch_size_multiple=8, seed=seed,
             num_workers=num_workers, epoch=1, data_buffer_size=10, disable_iterator_cache=True)
         epoch = itr.next_epoch_itr(shuffle=True)
@@ -368,13 +401,14 @@ def _time_loader(databin, run, max_tokens, batches, num_workers, seed) -> Loader
 def measure_readiness(databin: str, runs: List[Run], precisions=PRECISIONS, steps: int = 10,
                       warmup: int = 3, max_tokens: int = 4000, device: str = "cuda",
                       loader_batches: int = 50, num_workers: int = 1, seed: int = 1,
-                      progress=lambda message: None) -> Readiness:
-    """Measure every run at every precision that ``device`` supports, and its loader."""
+                      progress=lambda message: None, time_budget_s: Optional[float] = None) -> Readiness:
+    """Measure every run at every precision that ``device`` supports, and its loader; with
+    ``time_budget_s``, a precision whose turn would end past the budget (judged by the time
+    spent so far per precision) is skipped with a note, and loaders past it are not timed."""
+    began = time.perf_counter()
     import resource
 
     import torch
-
-    from .step_time import build_run
 
     if steps < 1 or warmup < 0:
         raise ValueError("steps must be at least 1 and warm-up at least 0")
@@ -384,16 +418,30 @@ def measure_readiness(databin: str, runs: List[Run], precisions=PRECISIONS, step
     dev = torch.device(device)
     skipped = {p: why for p in precisions for why in [unsupported(p, dev)] if why}
     measured = [p for p in precisions if p not in skipped]
-    first, *_ = build_run(databin, runs[0].spec, runs[0].model_args)
-    first.load_dataset("train")
-    chosen = _choose_batches(first, max_tokens, steps, seed)
-    samples: Dict[str, list] = {}
-    timings = {p: _time_precision(databin, runs, p, dev, chosen, samples, warmup, steps, progress)
-               for p in measured}
+    built = _build(databin, runs, progress)
+    first = next((b for b in built.values() if not isinstance(b, str)), None)
+    if first is None:
+        raise ValueError(f"no run could be built; the first said: {built[runs[0].spec]}")
+    chosen = _choose_batches(first.task, max_tokens, steps, seed)
+    for b in built.values():
+        if not isinstance(b, str):
+            dataset = b.task.dataset("train")
+            b.samples = [dataset.collater([dataset[i] for i in batch]) for batch in chosen]
+    timings = {}
+    for i, p in enumerate(measured):
+        elapsed = time.perf_counter() - began
+        if time_budget_s and i and elapsed * (i + 1) / i > time_budget_s:  # the next would overrun
+            skipped[p] = f"not measured: the time budget ({time_budget_s:.0f} s) would be spent"
+            continue
+        timings[p] = _time_precision(built, runs, p, dev, warmup, steps, progress)
+    measured = list(timings)
     loader = {}
     for r in runs:
         progress(f"loader {r.spec}")
-        loader[r.spec] = _time_loader(databin, r, max_tokens, loader_batches, num_workers, seed)
+        if time_budget_s and time.perf_counter() - began > time_budget_s:
+            loader[r.spec] = Loader(error=f"not timed: the time budget ({time_budget_s:.0f} s) was spent")
+            continue
+        loader[r.spec] = _time_loader(built[r.spec], max_tokens, loader_batches, num_workers, seed)
     rss = None if dev.type == "cuda" else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return Readiness(device_name(dev), runs, measured, skipped, timings, loader, steps, warmup,
                      max_tokens, num_workers, rss)

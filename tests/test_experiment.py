@@ -448,7 +448,7 @@ def test_multi30k_defaults_and_train_command():
             args.max_tokens) == (12, None, 256, 256, 512, 0.3, 0.002, 5.0, 0.1, 4000)
     keys = methods.method_keys(methods.select_methods(args.methods))
     assert sorted(keys) == sorted([
-        "attentional_rnn", "lstm", "sdatt_double_syntax+gaussian_weights", "lookahead_concat",
+        "attentional_rnn", "lstm", "sdatt_double_syntax", "lookahead_concat",
         "sa_nmt_hard", "sa_nmt_shared", "tree2seq", "tree2seq+length_prior",
         "attentional_rnn+supervised_attention"])
     assert args.results_dir.endswith("docs/results/multi30k")
@@ -545,13 +545,13 @@ def test_fairseq_transformer_is_trained_as_the_transformer_backbones_peer():
 
 def test_a_method_with_model_args_trains_with_them_and_records_them():
     args = experiment.parse_args(["--corpus", "synthetic", "--workdir", "w"])
-    (method,) = methods.select_methods("sdatt_double_syntax+gaussian_weights")
+    (method,) = methods.select_methods("sdatt_double_syntax+gaussian_scores")
     cmd = commands.train_command(method, Corpus("synthetic", "en", "vf", "bin", []), args,
                                    "save", seed=1)
     assert cmd[cmd.index("--arch"):cmd.index("--arch") + 4] == [
-        "--arch", "sdatt_double_syntax", "--syntax-gaussian", "weights"]
+        "--arch", "sdatt_double_syntax", "--syntax-gaussian", "scores"]
     settings = commands.run_settings(method, method.key, args, "corpus")
-    assert settings["model_args"] == ["--syntax-gaussian", "weights"]
+    assert settings["model_args"] == ["--syntax-gaussian", "scores"]
     # methods without model options keep the settings their records were written with
     (plain,) = methods.select_methods("sdatt_double_syntax")
     assert "model_args" not in commands.run_settings(plain, plain.key, args, "corpus")
@@ -682,9 +682,9 @@ def test_rnn_settings_are_the_ones_of_the_committed_records():
             RNN_SETTINGS, method="attentional_rnn+supervised_attention",
             criterion=["--criterion", "supervised_attention_cross_entropy",
                        "--label-smoothing", "0.1"]),
-        "sdatt_double_syntax+gaussian_weights": dict(
-            RNN_SETTINGS, method="sdatt_double_syntax+gaussian_weights",
-            arch="sdatt_double_syntax", model_args=["--syntax-gaussian", "weights"]),
+        "sdatt_double_syntax+gaussian_scores": dict(
+            RNN_SETTINGS, method="sdatt_double_syntax+gaussian_scores",
+            arch="sdatt_double_syntax", model_args=["--syntax-gaussian", "scores"]),
         "tree2seq+length_prior": dict(
             RNN_SETTINGS, method="tree2seq+length_prior", arch="tree2seq",
             decoding=[*RNN_SETTINGS["decoding"], "--length-prior"]),

@@ -12,6 +12,9 @@ from fairseq_syntax.evaluation.architectures import (
 
 FAIRSEQ_TRANSFORMER_PEER = "fairseq_transformer"  # fairseq's own transformer
 TREE_INDUCING = ("sa_nmt", "fa_nmt", "sa_transformer")  # arch prefixes whose encoders induce trees
+# arch prefixes with a position predictor (eq. 5): local-p and SDAtt, both families
+POSITION_PREDICTING = ("sdatt_local_p", "sdatt_syntax", "sdatt_double_local_p",
+                       "sdatt_double_syntax", "sdatt_transformer", "sdatt_double_transformer")
 DEFAULT_RESULTS = os.path.join("docs", "RESULTS.md")
 RECORD_FORMAT = "fairseq-syntax-experiment run, version 2"  # 2: scores per test set
 RUN_STAMP = "run.json"  # in a run's folder: the training command its checkpoints belong to
@@ -35,10 +38,10 @@ DEFAULTS = {
 DEFAULT_METHODS = {
     "synthetic": ",".join([
         "attentional_rnn", "attentional_rnn+supervised_attention",
-        "sdatt_double_syntax+gaussian_weights", "sa_nmt_shared", "sa_nmt_hard", "tree2seq",
+        "sdatt_double_syntax", "sa_nmt_shared", "sa_nmt_hard", "tree2seq",
         "lookahead_concat"]),
     "multi30k": ",".join([
-        "attentional_rnn", "lstm", "sdatt_double_syntax+gaussian_weights", "lookahead_concat",
+        "attentional_rnn", "lstm", "sdatt_double_syntax", "lookahead_concat",
         "sa_nmt_hard", "sa_nmt_shared", "tree2seq", "tree2seq+length_prior",
         "attentional_rnn+supervised_attention"]),
 }
@@ -142,6 +145,9 @@ class Row:
     valid_loss: Optional[float] = None  # lowest validation loss of training (bits/token)
     valid_loss_floor: Optional[float] = None  # :func:`smoothed_loss_floor` of this run
     step_time_ratio: Optional[float] = None
+    # where the position predictors put p_i on the first test set (evaluation/positions.py):
+    # position_at_eos, position_at_first (% of target steps), position_mean_relative
+    positions: Dict[str, float] = field(default_factory=dict)
     train_epochs: Optional[int] = None
     train_updates: Optional[int] = None
     train_seconds: Optional[float] = None
@@ -163,10 +169,11 @@ def all_methods() -> List[Method]:
         Method(f"{BACKBONE}+supervised_attention", BACKBONE, "supervised_attention_cross_entropy"),
         Method(f"{BACKBONE}+blackout", BACKBONE, "blackout"),
     ]
-    # SDAtt's Gaussian on the normalised weights instead of eq. 10's scores (issue 15)
+    # SDAtt's default reads the Gaussian on the normalised weights; eq. 10 as written puts
+    # it on the scores (issue 15): its own row
     at = next(i for i, m in enumerate(methods) if m.key == "sdatt_double_syntax") + 1
-    methods.insert(at, Method("sdatt_double_syntax+gaussian_weights", "sdatt_double_syntax",
-                              model_args=["--syntax-gaussian", "weights"]))
+    methods.insert(at, Method("sdatt_double_syntax+gaussian_scores", "sdatt_double_syntax",
+                              model_args=["--syntax-gaussian", "scores"]))
     return methods + transformer_methods()
 
 

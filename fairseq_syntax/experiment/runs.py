@@ -9,6 +9,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.evaluation.fairseq_log import read_train_log
+from fairseq_syntax.evaluation.positions import checkpoint_position_shares
 from fairseq_syntax.user_dir import user_dir
 
 from .commands import (
@@ -16,7 +17,7 @@ from .commands import (
     train_command,
 )
 from .methods import (
-    AVERAGED_CHECKPOINT, DECODED_CHECKPOINT, RUN_STAMP, TREE_INDUCING, Method, Row, file_key,
+    AVERAGED_CHECKPOINT, DECODED_CHECKPOINT, POSITION_PREDICTING, RUN_STAMP, TREE_INDUCING, Method, Row, file_key,
 )
 from .scoring import (
     induced_scores, score_alignments, score_test_set, step_time_batches_of, step_time_ratio,
@@ -110,6 +111,10 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
                                                   ("aer", "precision", "recall"))
         if method.arch.startswith(TREE_INDUCING) and "induced_trees" in corpus.scores:
             induced_scores(row, corpus, ckpt, args, save, log, commands)
+        if method.arch.startswith(POSITION_PREDICTING):  # has p_i degenerated?
+            row.positions = run_function(checkpoint_position_shares, dict(
+                databin=corpus.databin, checkpoint=ckpt, split=first.subset,
+                cpu=not args.gpu), log, threads=tool_threads(args))
         if step_time_batches_of(method, args):
             row.step_time_ratio = step_time_ratio(method, corpus, args, save, log, commands)
         results[0] = (row, commands, time.time() - start)

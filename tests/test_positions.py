@@ -1,0 +1,65 @@
+"""Where the position predictors put p_i (evaluation/positions.py): the batched shares equal
+a sentence-by-sentence count, and SDAtt's p_i never reaches eos, however saturated."""
+import pytest
+import torch
+
+from conftest import run_cli, train_args
+from fairseq_syntax.evaluation.checkpoints import load_trained_model
+from fairseq_syntax.evaluation.positions import position_shares
+from fairseq_syntax.modules.local_attention import PositionPredictor
+
+
+@pytest.fixture(scope="module")
+def sdatt_model(synthetic_databin, tmp_path_factory):
+    save = tmp_path_factory.mktemp("sdatt_positions")
+    run_cli(train_args(synthetic_databin, save, arch="sdatt_double_syntax", updates=2))
+    model, _, task = load_trained_model(str(save / "checkpoint_last.pt"), str(synthetic_databin),
+                                        "test", (torch.nn.Module,), "model", False)
+    return model, task
+
+
+def one_by_one(model, task):
+    """(steps at eos, steps at the first word, steps): each test sentence alone, every
+    target step of it, p_i read off the predictor."""
+    predictor = next(m for m in model.modules() if isinstance(m, PositionPredictor))
+    seen = []
+    handle = predictor.register_forward_hook(lambda m, i, o: seen.append(float(o[0])))
+    dataset, at_eos, at_first, steps = task.dataset("test"), 0, 0, 0
+    try:
+        with torch.no_grad():
+            for i in range(len(dataset)):
+                sample = dataset.collater([dataset[i]])
+                seen.clear()
+                model(**sample["net_input"])
+                j = int(sample["net_input"]["src_lengths"][0]) - 1
+                for p in seen[:sample["target"].size(1)]:
+                    at_eos += p > j - 0.5
+                    at_first += p < 0.5
+                    steps += 1
+    finally:
+        handle.remove()
+    return at_eos, at_first, steps
+
+
+def test_shares_equal_a_sentence_by_sentence_count(sdatt_model):
+    model, task = sdatt_model
+    shares = position_shares(model, task, "test", max_tokens=300)
+    at_eos, at_first, steps = one_by_one(model, task)
+    assert shares["position_steps"] == steps == sum(len(task.dataset("test")[i]["target"])
+                                                    for i in range(len(task.dataset("test"))))
+    assert shares["position_at_eos"] == pytest.approx(100.0 * at_eos / steps)
+    assert shares["position_at_first"] == pytest.approx(100.0 * at_first / steps)
+
+
+def test_a_saturated_sdatt_predictor_stops_at_the_last_word(sdatt_model, monkeypatch):
+    """p_i = (J - 1)·sigmoid(·): with the sigmoid at 1 every step sits on the last word, none
+    at eos (with J·sigmoid(·) all of them were at eos, which SDAtt sees alone)."""
+    model, task = sdatt_model
+    predictor = next(m for m in model.modules() if isinstance(m, PositionPredictor))
+    monkeypatch.setattr(predictor, "forward", lambda hidden, last: last.to(hidden.dtype))
+    shares = position_shares(model, task, "test")
+    assert shares["position_at_eos"] == 0.0
+    dataset = task.dataset("test")
+    lengths = [(len(dataset[i]["source"]), len(dataset[i]["target"])) for i in range(len(dataset))]
+    expected = sum(t * (s - 2) / (s - 1) for s, t in lengths) / sum(t for _, t in lengths)
+    assert shares["position_mean_relative"] == pytest.approx(expected)  # (J - 1) / J

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from conftest import USER_DIR, generate_args, run_cli, train_args
+from test_hostile_input import _run_in_process
 
 PROG = "fairseq-syntax-preprocess"
 
@@ -155,17 +156,6 @@ def _preprocess_args(raw, dest, *extra):
     return ["--source-lang", "en", "--target-lang", "vf", "--trainpref", f"{raw}/train",
             "--validpref", f"{raw}/valid", "--align-suffix", "align", "--vocab-size", "60",
             "--destdir", str(dest), *extra]
-
-
-def _run_in_process(argv, capsys):
-    """``main(argv)``; returns (exit code, stderr)."""
-    from fairseq_syntax_preprocess.cli import main
-
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as err:
-        code = err.code
-    return code, capsys.readouterr().err
 
 
 def _appear_during_the_run(monkeypatch, folder, files):

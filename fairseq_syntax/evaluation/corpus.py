@@ -151,6 +151,22 @@ def check_corpus(corpus: Corpus, origin: str) -> None:
             raise CorpusError(f"{origin}: {what}: {p} is missing")
 
 
+def recipe_test_sets(databin: str, dest: str, src: str, tgt: str, names: Sequence[str]
+                     ) -> List[TestSet]:
+    """The test sets a recipe's ``prepare.sh`` wrote under ``dest`` (``raw/NAME.TGT``,
+    ``tok/NAME.TGT``, ``tok/NAME.SRC.conllu``) as the data-bin's subsets ``test``, ``test1``,
+    ...: the first always, the others where the data-bin has them."""
+    tests = []
+    for i, name in enumerate(names):
+        subset = "test" if i == 0 else f"test{i}"
+        if i and not os.path.exists(os.path.join(databin, f"{subset}.{src}-{tgt}.{src}.bin")):
+            continue
+        tests.append(TestSet(name, subset, os.path.join(dest, "raw", f"{name}.{tgt}"),
+                             os.path.join(dest, "tok", f"{name}.{tgt}"),
+                             os.path.join(dest, "tok", f"{name}.{src}.conllu")))
+    return tests
+
+
 # the training data as Multi30k's records say it (the test sets are each record's own keys)
 MULTI30K_DESCRIPTION = ("Multi30k task 1 En→De (`examples/multi30k/prepare.sh`: spaCy tokens, "
                         "en_core_web_sm parses, eflomal alignments), test_2016_flickr")
@@ -161,14 +177,8 @@ def multi30k_corpus(databin: str, dest: Optional[str] = None) -> Corpus:
     the data-bin's parent): test_2016_flickr, and test_2017/2018_flickr where the data-bin
     has them (``test1``, ``test2``)."""
     dest = dest or os.path.dirname(os.path.abspath(databin))
-    tests = []
-    for i, name in enumerate(("test_2016_flickr", "test_2017_flickr", "test_2018_flickr")):
-        subset = "test" if i == 0 else f"test{i}"
-        if i and not os.path.exists(os.path.join(databin, f"{subset}.en-de.en.bin")):
-            continue
-        tests.append(TestSet(name, subset, os.path.join(dest, "raw", f"{name}.de"),
-                             os.path.join(dest, "tok", f"{name}.de"),
-                             os.path.join(dest, "tok", f"{name}.en.conllu")))
+    tests = recipe_test_sets(databin, dest, "en", "de",
+                             ("test_2016_flickr", "test_2017_flickr", "test_2018_flickr"))
     corpus = Corpus("multi30k", "en", "de", databin, tests, MULTI30K_DESCRIPTION,
                     "glue:" + os.path.join(dest, "tok", "glue.de.json"), "13a",
                     ["ribes", "bleu_tok", "induced_trees"])
@@ -186,14 +196,7 @@ def kftt_corpus(databin: str, dest: Optional[str] = None) -> Corpus:
     with open(os.path.join(databin, "syntax_manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
     src, tgt = manifest["source_lang"], manifest["target_lang"]
-    tests = []
-    for i, name in enumerate(("test", "tune")):
-        subset = "test" if i == 0 else f"test{i}"
-        if i and not os.path.exists(os.path.join(databin, f"{subset}.{src}-{tgt}.{src}.bin")):
-            continue
-        tests.append(TestSet(name, subset, os.path.join(dest, "raw", f"{name}.{tgt}"),
-                             os.path.join(dest, "tok", f"{name}.{tgt}"),
-                             os.path.join(dest, "tok", f"{name}.{src}.conllu")))
+    tests = recipe_test_sets(databin, dest, src, tgt, ("test", "tune"))
     corpus = Corpus("kftt", src, tgt, databin, tests,
                     f"KFTT {src}→{tgt} (`examples/kftt/prepare.sh`)",
                     "glue:" + os.path.join(dest, "tok", f"glue.{tgt}.json"),

@@ -966,3 +966,40 @@ def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
     # the supervised head's print-alignment: transformer_align decodes left-padded sources
     assert "--load-alignments" in json.loads(
         (records_dir / "transformer_align.seed1.json").read_text())["commands"]["train"]
+
+
+def test_a_corpus_of_its_own_runs_end_to_end_with_two_test_sets(experiment_run):
+    """A user's corpus description (no preset): the harness trains, decodes both test sets,
+    keeps the translations and its difference cell is sacreBLEU's PairedTest on them."""
+    from sacrebleu.significance import PairedTest
+
+    tmp, work = experiment_run["tmp"], experiment_run["work"]
+    home = tmp / "own"
+    home.mkdir()
+    (home / "corpus.json").write_text(json.dumps({
+        "name": "own", "source": "en", "target": "vf", "data_bin": "../work/data-bin",
+        "description": "the generated corpus, described by hand", "detokenizer": "none",
+        "test_sets": [{"name": "first", "subset": "test", "reference": "../work/raw/test.vf"},
+                      {"name": "second", "subset": "test1", "reference": "../work/raw/gen.vf"}]}))
+    argv = ["fairseq-syntax-experiment", "--corpus", str(home / "corpus.json"),
+            "--workdir", str(home / "work"), "--results", str(home / "R.md"),
+            "--results-dir", str(home / "records"), "--methods", "attentional_rnn,sa_nmt_shared",
+            "--updates", "4", "--embed-dim", "16", "--encoder-hidden", "16",
+            "--decoder-hidden", "32", "--max-tokens", "800", "--jobs", "2",
+            "--step-time-batches", "0", "--seeds", "1"]
+    assert "(2 run(s), 0 failed;" in run_cli(argv).stderr
+    kept = {k: records.read_hypotheses(str(home / "records" / f"{k}.seed1.json"))
+            for k in ("attentional_rnn", "sa_nmt_shared")}
+    section = _section(home / "R.md", "own")
+    diff = _table(section.split("Difference from `attentional_rnn`")[1])["sa_nmt_shared"]
+    for column, (name, ref) in enumerate([("first", "test"), ("second", "gen")]):
+        refs = _lines(work / "raw" / f"{ref}.vf")
+        hyps = {k: _lines(home / "work" / "runs" / k / "seed1" / f"{name}.hyp") for k in kept}
+        assert kept["sa_nmt_shared"][name] == hyps["sa_nmt_shared"]  # the H- lines, kept
+        _, res = PairedTest([("b", hyps["attentional_rnn"]), ("m", hyps["sa_nmt_shared"])],
+                            {"chrf": CHRF()}, [refs], test_type="bs", n_samples=1000)()
+        chrf = next(k for k in res if k != "System")
+        delta, p = res[chrf][1].score - res[chrf][0].score, res[chrf][1].p_value
+        cell = diff[2 * column + 1]  # Δ BLEU, Δ chrF per test set
+        assert cell.replace("**", "").startswith(f"{delta:+.2f} [")
+        assert f"p={p:.3f}" in cell

@@ -21,7 +21,6 @@ TEXT [-o OUT.conllu]`` to parse a file alone (e.g. to time parsing by itself).
 """
 import argparse
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -29,6 +28,7 @@ import sys
 import time
 from typing import List, Optional, Sequence, Tuple
 
+from fairseq_syntax.data.side_files import file_sha256
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, format_conllu
 from fairseq_syntax.syntax.dependency import validate_heads
 from fairseq_syntax.syntax.errors import SyntaxInputError
@@ -42,14 +42,6 @@ PARTIAL_SUFFIX = ".partial"
 RESUME_CHUNK = 1000  # sentences per append to the partial cache (what a killed run keeps)
 
 # --------------------------------------------------------------------------- cache
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def cache_path(prefix: str, lang: str, suffix: str, cache_dir: Optional[str]) -> str:

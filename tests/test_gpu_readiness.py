@@ -1,10 +1,13 @@
 """fairseq-syntax-gpu-readiness on the CPU with the tiny preset: a row per architecture,
 numbers that follow from their definitions, fp16 skipped with a note."""
+import concurrent.futures
+import multiprocessing
 import shlex
 import shutil
 
 import numpy as np
 import pytest
+from conftest import run_cli
 from fairseq_syntax.cli.gpu_readiness import main
 from fairseq_syntax.evaluation.architectures import rnn_architectures, transformer_architectures
 from fairseq_syntax.evaluation import readiness
@@ -14,13 +17,25 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 STEPS, WARMUP, MAX_TOKENS = 2, 1, 300
 
 
-@pytest.fixture(scope="module")
-def measured(synthetic_databin):
+def _measure(databin):
+    """The tiny preset measured on CPU, one thread (run in a process of its own)."""
+    import torch
+
+    torch.set_num_threads(1)
     sizes = readiness.preset_sizes("tiny")
     runs = readiness.readiness_runs(shlex.split(sizes["rnn"]), shlex.split(sizes["transformer"]))
-    result = readiness.measure_readiness(str(synthetic_databin), runs, ("fp32", "fp16", "bf16"),
-                                         steps=STEPS, warmup=WARMUP, max_tokens=MAX_TOKENS,
-                                         device="cpu", loader_batches=3)
+    return readiness.measure_readiness(databin, runs, ("fp32", "fp16", "bf16"),
+                                       steps=STEPS, warmup=WARMUP, max_tokens=MAX_TOKENS,
+                                       device="cpu", loader_batches=3)
+
+
+@pytest.fixture(scope="module")
+def measured(synthetic_databin):
+    # in a spawned process: timing the loader forks DataLoader workers, after which torch's
+    # thread pool in this process hung a later test's torch.linalg.inv (test_matrix_tree)
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        result = pool.submit(_measure, str(synthetic_databin)).result()
     return result, readiness.markdown(result)
 
 
@@ -102,17 +117,19 @@ def test_table_numbers_follow_from_the_measurements(measured):
         assert cells[header.index("peak MB fp32/bf16")] == "–"
 
 
-def test_the_command_writes_the_table_and_names_the_device(synthetic_databin, tmp_path, capsys):
-    # in-process (a subprocess would import torch and fairseq again); the console script exists
+def test_the_command_writes_the_table_and_names_the_device(synthetic_databin, tmp_path):
+    # in a process of its own, as a user runs it (in this one, torch's thread pool hung a
+    # later test's torch.linalg.inv)
     assert shutil.which("fairseq-syntax-gpu-readiness")
     out = tmp_path / "readiness.md"
     # --time-budget spent at once: the first precision is measured, the next skipped with a
     # note and the loaders not timed, and the table is still written
-    assert main([str(synthetic_databin), "--preset", "tiny", "--cpu", "--archs", "sdatt_transformer",
-                 "--precisions", "fp32,bf16", "--steps", "1", "--warmup", "0", "--loader-batches", "2",
-                 "--time-budget", "0.001", "--out", str(out)]) == 0
+    proc = run_cli(["fairseq-syntax-gpu-readiness", str(synthetic_databin), "--preset", "tiny",
+                    "--cpu", "--archs", "sdatt_transformer", "--precisions", "fp32,bf16",
+                    "--steps", "1", "--warmup", "0", "--loader-batches", "2",
+                    "--time-budget", "0.001", "--out", str(out)])
     table = out.read_text()
-    assert table.strip() in capsys.readouterr().out
+    assert table.strip() in proc.stdout
     _, rows = table_rows(table)
     assert list(rows) == ["transformer", "syntax_transformer", "sdatt_transformer"]
     assert table.startswith("GPU readiness on **CPU: ") and "--archs sdatt_transformer" in table

@@ -372,13 +372,14 @@ def run_summary(row) -> str:
 
 def render_corpus(args):
     """The corpus of a rendering, for the references of paired tests not yet cached; None
-    (with a note) where its files are not here."""
-    if args.corpus == "synthetic" and not (args.raw or args.workdir):
+    (with a note) where its files are not here; a synthetic corpus only where its data-bin
+    (--data-bin, or WORKDIR/data-bin) exists."""
+    databin = args.data_bin or (args.workdir and os.path.join(args.workdir, "data-bin"))
+    if args.corpus == "synthetic" and not (
+            databin and os.path.exists(os.path.join(databin, "syntax_manifest.json"))):
         return None
     try:
-        return prepare_corpus(args) if args.corpus != "synthetic" or os.path.exists(
-            os.path.join(args.data_bin or os.path.join(args.workdir or "", "data-bin"),
-                         "syntax_manifest.json")) else None
+        return prepare_corpus(args)
     except SystemExit as err:
         print(f"fairseq-syntax-experiment: note: {err}; paired tests come from the cache only",
               file=sys.stderr)

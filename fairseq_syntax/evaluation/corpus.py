@@ -85,9 +85,9 @@ class CorpusError(ValueError):
     pass
 
 
-def load_corpus(path: str) -> Corpus:
-    """The corpus described by the JSON file ``path`` (paths relative to its folder),
-    checked: every file it names exists, every extra score has what it needs."""
+def read_description(path: str) -> dict:
+    """The JSON object of the description file ``path``, with its required keys; its files
+    are not checked (:func:`load_corpus` does)."""
     try:
         with open(path, encoding="utf-8") as f:
             spec = json.load(f)
@@ -95,14 +95,21 @@ def load_corpus(path: str) -> Corpus:
         raise CorpusError(f"{path}: not a corpus description ({err})") from None
     if not isinstance(spec, dict):
         raise CorpusError(f"{path}: a corpus description is a JSON object")
+    missing = [k for k in ("name", "source", "target", "data_bin", "test_sets") if k not in spec]
+    if missing:
+        raise CorpusError(f"{path}: missing key(s) {', '.join(missing)}")
+    return spec
+
+
+def load_corpus(path: str) -> Corpus:
+    """The corpus described by the JSON file ``path`` (paths relative to its folder),
+    checked: every file it names exists, every extra score has what it needs."""
+    spec = read_description(path)
     home = os.path.dirname(os.path.abspath(path))
 
     def where(value: Optional[str]) -> Optional[str]:
         return None if value is None else os.path.normpath(os.path.join(home, value))
 
-    missing = [k for k in ("name", "source", "target", "data_bin", "test_sets") if k not in spec]
-    if missing:
-        raise CorpusError(f"{path}: missing key(s) {', '.join(missing)}")
     tests = []
     for i, t in enumerate(spec["test_sets"]):
         try:
@@ -115,10 +122,15 @@ def load_corpus(path: str) -> Corpus:
     if detok.startswith("glue:"):
         detok = "glue:" + where(detok[5:])
     corpus = Corpus(spec["name"], spec["source"], spec["target"], where(spec["data_bin"]),
-                    tests, spec.get("description", spec["name"]), detok,  # as corpora reads it
+                    tests, description_of(spec), detok,
                     spec.get("bleu_tokenize", "13a"), list(spec.get("scores", [])))
     check_corpus(corpus, path)
     return corpus
+
+
+def description_of(spec: dict) -> str:
+    """How records describe the corpus of a description file: its ``description``, else its name."""
+    return spec.get("description", spec["name"])
 
 
 def check_corpus(corpus: Corpus, origin: str) -> None:

@@ -12,7 +12,7 @@ from fairseq_syntax.data.side_files import FORMAT_VERSION
 from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpus
 
 from fairseq_syntax.evaluation.corpus import (
-    MULTI30K_DESCRIPTION, Corpus, CorpusError, TestSet, kftt_corpus, load_corpus, multi30k_corpus,
+    MULTI30K_DESCRIPTION, Corpus, CorpusError, TestSet, description_of, kftt_corpus, load_corpus, multi30k_corpus, read_description,
 )
 
 from .tools import read_lines, run_tool, tool_env, write_atomically
@@ -27,12 +27,11 @@ def corpus_name(args) -> str:
     if args.corpus in PRESETS:
         return args.corpus
     try:
-        with open(args.corpus, encoding="utf-8") as f:
-            return str(json.load(f)["name"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        return str(read_description(args.corpus)["name"])
+    except CorpusError as err:
         raise SystemExit(f"fairseq-syntax-experiment: error: --corpus {args.corpus}: not a "
-                         f"preset ({', '.join(PRESETS)}) nor a corpus description with a "
-                         f"name ({err})") from None
+                         f"preset ({', '.join(PRESETS)}) nor a corpus description ({err})"
+                         ) from None
 
 
 def prepare_corpus(args) -> Corpus:
@@ -90,9 +89,7 @@ def corpus_description(args, corpus: Optional[Corpus] = None) -> str:
         if args.corpus == "multi30k":
             return MULTI30K_DESCRIPTION
         if args.corpus not in PRESETS:  # a description file: its words, files or not
-            with open(args.corpus, encoding="utf-8") as f:
-                spec = json.load(f)
-            return spec.get("description", spec["name"])
+            return description_of(read_description(args.corpus))
         return prepare_corpus(args).description
     stamp = generated_stamp(args)
     vocab = (stamp or {}).get("vocab_size") if args.data_bin else args.vocab_size

@@ -142,14 +142,13 @@ def write_hypotheses(record_path: str, hypotheses: Dict[str, List[str]]) -> None
     import gzip
     import io
 
+    from fairseq_syntax.syntax.text_io import atomic_file
+
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as f:
         f.write(json.dumps(hypotheses, ensure_ascii=False).encode("utf-8"))
-    os.makedirs(os.path.dirname(os.path.abspath(record_path)), exist_ok=True)
-    tmp = hypotheses_path(record_path) + ".part"
-    with open(tmp, "wb") as f:
+    with atomic_file(hypotheses_path(record_path), binary=True) as f:
         f.write(buf.getvalue())
-    os.replace(tmp, hypotheses_path(record_path))
 
 
 def read_hypotheses(record_path: str) -> Optional[Dict[str, List[str]]]:

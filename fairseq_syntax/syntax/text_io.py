@@ -56,15 +56,15 @@ def read_text_lines(path: str, allow_empty: bool = False) -> List[str]:
 
 
 @contextlib.contextmanager
-def atomic_text_file(path: str) -> Iterator[IO[str]]:
-    """A UTF-8 text file that replaces ``path`` only when the ``with`` block ends without an
-    error (a temporary file beside it, synced, then renamed): a reader, or a killed run, never
-    sees half a file."""
+def atomic_file(path: str, binary: bool = False) -> Iterator[IO]:
+    """A file (UTF-8 text, or bytes) that replaces ``path`` only when the ``with`` block ends
+    without an error (a temporary file beside it, synced, then renamed): a reader, or a
+    killed run, never sees half a file."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -73,3 +73,8 @@ def atomic_text_file(path: str) -> Iterator[IO[str]]:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_text_file(path: str):
+    """:func:`atomic_file` of UTF-8 text."""
+    return atomic_file(path)

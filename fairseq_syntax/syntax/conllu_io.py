@@ -4,10 +4,9 @@ Reading uses the ``conllu`` package (``conllu.parse_incr``). Multi-word token ra
 (``1-2``) and empty nodes (``1.1``) are skipped: a :class:`ParsedSentence` holds the
 syntactic words only, with 0-based heads (``-1`` for the root).
 """
-import io
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, List, Sequence, Tuple
+from typing import Iterable, Iterator, List, Sequence, Tuple
 
 import conllu
 from conllu.exceptions import ParseException
@@ -28,19 +27,31 @@ class ParsedSentence:
     line: int = 0  # 1-based line where the sentence starts in its file (0: not from a file)
 
 
-def _blocks(lines: List[Tuple[int, str]]) -> List[List[Tuple[int, str]]]:
+def _blocks(lines: Iterable[Tuple[int, str]]) -> Iterator[List[Tuple[int, str]]]:
     """Split lines into sentence blocks exactly as ``conllu.parse_sentences`` does."""
-    blocks, buf = [], []
+    buf = []
     for number, text in lines:
         if text.strip() == "":
             if buf:
-                blocks.append(buf)
+                yield buf
                 buf = []
         else:
             buf.append((number, text))
     if buf:
-        blocks.append(buf)
-    return blocks
+        yield buf
+
+
+class _LineFile:
+    """Decoded lines as the text file ``conllu.parse_incr`` reads, one line at a time."""
+
+    def __init__(self, lines: Iterable[Tuple[int, str]]):
+        self._lines = (text + "\n" for _, text in lines)
+
+    def read(self, size: int = -1) -> str:
+        return "".join(self._lines)
+
+    def __iter__(self) -> Iterator[str]:
+        return self._lines
 
 
 def _locate_parse_error(block: List[Tuple[int, str]], fields) -> Tuple[int, str]:
@@ -83,16 +94,21 @@ def read_conllu_trees(path: str) -> List[ParsedSentence]:
     """Read every sentence of a CoNLL-U file as a validated :class:`ParsedSentence`.
 
     Raises :class:`SyntaxInputError` naming ``path`` and a line: the offending line for a
-    line conllu cannot parse (or bytes that are not UTF-8), the sentence's first line for
-    a sentence that is not a tree (see :func:`validate_heads`), has no words, misses a
-    HEAD, or has word IDs other than ``1..n`` in order.
+    line conllu cannot parse (or bytes that are not UTF-8, before any other error), the
+    sentence's first line for a sentence that is not a tree (see :func:`validate_heads`),
+    has no words, misses a HEAD, or has word IDs other than ``1..n`` in order.
     """
-    lines = list(iter_decoded_lines(path))
-    blocks = _blocks(lines)
-    text = "".join(t + "\n" for _, t in lines)
-    sentences: List[ParsedSentence] = []
-    parsed = iter(conllu.parse_incr(io.StringIO(text)))
-    for index, block in enumerate(blocks):
+    for _ in iter_decoded_lines(path):  # bad UTF-8 anywhere is reported first
+        pass
+    return list(iter_conllu_trees(path))
+
+
+def iter_conllu_trees(path: str) -> Iterator[ParsedSentence]:
+    """The sentences of a CoNLL-U file one by one, checked as :func:`read_conllu_trees`
+    does (but an error is raised when its sentence is reached: bad UTF-8 late in the
+    file comes after the trees before it)."""
+    parsed = iter(conllu.parse_incr(_LineFile(iter_decoded_lines(path))))
+    for index, block in enumerate(_blocks(iter_decoded_lines(path))):
         start = block[0][0]
         _check_columns(block, path)
         try:
@@ -150,8 +166,7 @@ def read_conllu_trees(path: str) -> List[ParsedSentence]:
                 path,
                 start,
             ) from None
-        sentences.append(ParsedSentence(words, heads, deprels, start))
-    return sentences
+        yield ParsedSentence(words, heads, deprels, start)
 
 
 def format_conllu(words: Sequence[str], heads: Sequence[int], deprels: Sequence[str] = (),

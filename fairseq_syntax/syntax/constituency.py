@@ -27,14 +27,15 @@ it. Every function is iterative (no recursion limit).
 No dependency of this package reads PTB brackets (conllu, networkx and spaCy do not;
 nltk is not a dependency), hence the small parser here.
 """
+import itertools
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Union
+from typing import Iterable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
 from .dependency import check_binary_tree
 from .errors import SyntaxInputError
-from .text_io import read_text_lines
+from .text_io import iter_text_lines, read_text_lines
 
 #: PTB escapes of brackets in leaves, and the characters they stand for
 PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]",
@@ -293,28 +294,54 @@ def read_bracketed_trees(path: str) -> List[BracketedTree]:
 def word_trees_of_file(path: str, sentences: Sequence[Sequence[str]],
                        text_path: Optional[str] = None) -> List[np.ndarray]:
     """The word-level binary trees of a bracketed-parse file whose trees belong, line by
-    line, to ``sentences`` (the tokens of ``text_path``): read (:func:`read_bracketed_trees`),
-    leaves checked against the tokens (:func:`check_leaves`), binarised
-    (:func:`binarize_constituents`). Errors name ``path`` and the line."""
-    trees = read_bracketed_trees(path)
+    line, to ``sentences`` (the tokens of ``text_path``): checked
+    (:func:`check_bracketed_file`), then binarised (:func:`iter_word_trees`)."""
+    check_bracketed_file(path, sentences, text_path)
+    return list(iter_word_trees(path))
+
+
+def check_bracketed_file(path: str, sentences: Iterable[Sequence[str]],
+                         text_path: Optional[str] = None) -> None:
+    """Check a bracketed-parse file against ``sentences`` (the tokens of ``text_path``, read
+    alongside), one tree at a time: the lines read (:func:`read_bracketed_trees`' errors
+    first), one tree per sentence, each tree's leaves the sentence's tokens
+    (:func:`check_leaves`). Errors are :class:`SyntaxInputError` naming ``path`` and the line."""
+    n_trees = sum(1 for _ in iter_text_lines(path))  # bad UTF-8 and empty lines first
+    n_sentences, mismatch = 0, None
+    for number, (text, words) in enumerate(
+            itertools.zip_longest(iter_text_lines(path), sentences), start=1):
+        if text is not None:
+            try:
+                tree = parse_bracketed(text)
+            except ValueError as err:
+                raise SyntaxInputError(str(err), path, number) from None
+        if words is None:
+            continue
+        n_sentences += 1
+        if mismatch is None and text is not None:
+            try:
+                check_leaves(tree, words)
+            except ValueError as err:
+                where = f"{text_path}:{number}" if text_path else f"text line {number}"
+                mismatch = SyntaxInputError(f"the tree does not match {where}: {err}", path,
+                                            number)
     text_name = text_path or "the text"
-    if len(trees) > len(sentences):
+    if n_trees > n_sentences:
         raise SyntaxInputError(
-            f"{len(trees)} bracketed trees but {text_name} has {len(sentences)} lines: this "
+            f"{n_trees} bracketed trees but {text_name} has {n_sentences} lines: this "
             f"tree has no line of text; give one tree per line of the text",
-            path, len(sentences) + 1)
-    if len(trees) < len(sentences):
+            path, n_sentences + 1)
+    if n_trees < n_sentences:
         raise SyntaxInputError(
-            f"{len(trees)} bracketed trees but {text_name} has {len(sentences)} lines: line "
-            f"{len(trees) + 1} of {text_name} has no tree; give one tree per line of the text",
+            f"{n_trees} bracketed trees but {text_name} has {n_sentences} lines: line "
+            f"{n_trees + 1} of {text_name} has no tree; give one tree per line of the text",
             path)
-    out = []
-    for k, (tree, words) in enumerate(zip(trees, sentences)):
-        try:
-            check_leaves(tree, words)
-        except ValueError as err:
-            where = f"{text_path}:{k + 1}" if text_path else f"text line {k + 1}"
-            raise SyntaxInputError(f"the tree does not match {where}: {err}", path,
-                                   tree.line) from None
-        out.append(binarize_constituents(tree))
-    return out
+    if mismatch is not None:
+        raise mismatch
+
+
+def iter_word_trees(path: str) -> Iterator[np.ndarray]:
+    """The binarised word trees of a checked bracketed-parse file
+    (:func:`check_bracketed_file`), one line at a time (:func:`binarize_constituents`)."""
+    for text in iter_text_lines(path):
+        yield binarize_constituents(parse_bracketed(text))

@@ -41,18 +41,21 @@ def iter_decoded_lines(path: str) -> Iterator[Tuple[int, str]]:
             yield number, text
 
 
-def read_text_lines(path: str, allow_empty: bool = False) -> List[str]:
-    """Lines of ``path``, only the newline stripped; a blank line is a :class:`SyntaxInputError`
-    naming file and line unless ``allow_empty`` (alignments: a sentence without links).
-    """
-    lines = []
+def iter_text_lines(path: str, allow_empty: bool = False) -> Iterator[str]:
+    """Lines of ``path`` one by one, only the newline stripped; a blank line is a
+    :class:`SyntaxInputError` naming file and line unless ``allow_empty`` (alignments: a
+    sentence without links)."""
     for number, text in iter_decoded_lines(path):
         if not allow_empty and not text.strip():
             raise SyntaxInputError(
                 "empty line: every line must hold one non-empty sentence", path, number
             )
-        lines.append(text)
-    return lines
+        yield text
+
+
+def read_text_lines(path: str, allow_empty: bool = False) -> List[str]:
+    """All lines of ``path`` (see :func:`iter_text_lines`)."""
+    return list(iter_text_lines(path, allow_empty))
 
 
 @contextlib.contextmanager

@@ -1,5 +1,7 @@
 """Where the position predictors put p_i (evaluation/positions.py): the batched shares equal
 a sentence-by-sentence count, and SDAtt's p_i never reaches eos, however saturated."""
+import statistics
+
 import pytest
 import torch
 
@@ -19,12 +21,12 @@ def sdatt_model(synthetic_databin, tmp_path_factory):
 
 
 def one_by_one(model, task):
-    """(steps at eos, steps at the first word, steps): each test sentence alone, every
-    target step of it, p_i read off the predictor."""
+    """(steps at eos, steps at the first word, steps, p_i / J and i / I of every step): each
+    test sentence alone, every target step of it, p_i read off the predictor."""
     predictor = next(m for m in model.modules() if isinstance(m, PositionPredictor))
     seen = []
     handle = predictor.register_forward_hook(lambda m, i, o: seen.append(float(o[0])))
-    dataset, at_eos, at_first, steps = task.dataset("test"), 0, 0, 0
+    dataset, at_eos, at_first, steps, relative, steps_at = task.dataset("test"), 0, 0, 0, [], []
     try:
         with torch.no_grad():
             for i in range(len(dataset)):
@@ -32,23 +34,30 @@ def one_by_one(model, task):
                 seen.clear()
                 model(**sample["net_input"])
                 j = int(sample["net_input"]["src_lengths"][0]) - 1
-                for p in seen[:sample["target"].size(1)]:
+                length = sample["target"].size(1)
+                for i, p in enumerate(seen[:length]):
                     at_eos += p > j - 0.5
                     at_first += p < 0.5
                     steps += 1
+                    relative.append(p / j)
+                    steps_at.append(i / length)
     finally:
         handle.remove()
-    return at_eos, at_first, steps
+    return at_eos, at_first, steps, relative, steps_at
 
 
 def test_shares_equal_a_sentence_by_sentence_count(sdatt_model):
     model, task = sdatt_model
     shares = position_shares(model, task, "test", max_tokens=300)
-    at_eos, at_first, steps = one_by_one(model, task)
+    at_eos, at_first, steps, relative, steps_at = one_by_one(model, task)
     assert shares["position_steps"] == steps == sum(len(task.dataset("test")[i]["target"])
                                                     for i in range(len(task.dataset("test"))))
     assert shares["position_at_eos"] == pytest.approx(100.0 * at_eos / steps)
     assert shares["position_at_first"] == pytest.approx(100.0 * at_first / steps)
+    assert shares["position_mean_relative"] == pytest.approx(statistics.fmean(relative))
+    assert shares["position_sd_relative"] == pytest.approx(statistics.pstdev(relative), abs=1e-6)
+    assert shares["position_target_correlation"] == pytest.approx(
+        statistics.correlation(relative, steps_at), abs=1e-6)
 
 
 def test_a_saturated_sdatt_predictor_stops_at_the_last_word(sdatt_model, monkeypatch):

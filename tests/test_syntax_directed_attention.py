@@ -292,6 +292,29 @@ def test_predicted_position_spans_exactly_the_real_positions():
     assert torch.equal(lo, torch.zeros(3))
 
 
+def test_logit_scale_multiplies_the_logit_and_so_slows_adam():
+    """``p = L·sigmoid(s·vᵀtanh(W h))``; one Adam step (each parameter moves about lr) changes
+    the logit about ``s`` times as much as with ``s = 1``: a learning rate ``s·lr``."""
+    torch.manual_seed(0)
+    hidden, last = torch.randn(6, 4), torch.full((6,), 9.0)
+    plain = PositionPredictor(4)
+    scaled = PositionPredictor(4, logit_scale=0.05)
+    scaled.load_state_dict(plain.state_dict())
+    logit = plain.v(torch.tanh(plain.proj(hidden))).squeeze(-1)
+    assert torch.allclose(scaled(hidden, last), last * torch.sigmoid(0.05 * logit))
+
+    def logit_change(predictor):
+        before = predictor.v(torch.tanh(predictor.proj(hidden))).squeeze(-1) * predictor.logit_scale
+        optimizer = torch.optim.Adam(predictor.parameters(), lr=1e-3)
+        predictor(hidden, last).sum().backward()
+        optimizer.step()
+        after = predictor.v(torch.tanh(predictor.proj(hidden))).squeeze(-1) * predictor.logit_scale
+        return (after - before).detach()
+
+    plain_change, scaled_change = logit_change(plain), logit_change(scaled)
+    assert torch.allclose(scaled_change, 0.05 * plain_change, rtol=0.05)
+
+
 # ----------------------------------------------------------------------------- layers
 
 def centred_layer(arch, **overrides):

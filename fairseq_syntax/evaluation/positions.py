@@ -2,7 +2,10 @@
 2015's local-p; the SDAtt Transformer's per-head predictors): over the teacher-forced
 target steps of one split, the share whose ``p_i`` is nearer ``eos`` than any word
 (``p_i > J - 0.5``: SDAtt then reads ``eos``'s distance row, which sees ``eos`` alone), the
-share at the first word (``p_i < 0.5``), and the mean of ``p_i / J``. A predictor that
+share at the first word (``p_i < 0.5``), the mean and standard deviation of ``p_i / J`` (a
+predictor that spreads over the source has a large one), and the Pearson correlation of
+``p_i / J`` with the target step's ``i / I`` (one that follows the translation along the
+source has a positive one; ``I`` counts the target's tokens, eos included). A predictor that
 puts most steps at ``eos`` has degenerated: its syntax-directed context is ``eos``'s
 annotation, not a window over the source."""
 from typing import Dict, List
@@ -28,8 +31,9 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
         return {}
     handles = [m.register_forward_hook(hook) for m in predictors]
     pad = task.target_dictionary.pad()
-    at_eos = at_first = steps = 0
-    relative = 0.0
+    at_eos = at_first = 0
+    source_shares: List[torch.Tensor] = []  # p_i / J of every real target step
+    target_shares: List[torch.Tensor] = []  # i / I of the same steps
     itr = task.get_batch_iterator(dataset=task.dataset(split), max_tokens=max_tokens,
                                   ignore_invalid_inputs=True).next_epoch_itr(shuffle=False)
     try:
@@ -42,6 +46,8 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
                 calls.clear()
                 model(**sample["net_input"])
                 real = sample["target"].ne(pad)  # [B, T]
+                step_share = (torch.arange(real.size(1), device=real.device)[None, :]
+                              / real.sum(1, keepdim=True))  # [B, T]: i / I
                 eos = sample["net_input"]["src_lengths"].float() - 1  # J: right-padded source
                 steps_seen: Dict[int, int] = {}
                 for module, position in calls:
@@ -49,18 +55,25 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
                         step = steps_seen.get(module, 0)
                         steps_seen[module] = step + 1
                         position, mask = position[:, None], real[:, step:step + 1]
+                        target = step_share[:, step:step + 1]
                     else:  # a Transformer layer's heads: [B, K, T]
                         mask = real[:, None, :].expand_as(position)
+                        target = step_share[:, None, :].expand_as(position)
                     j = eos.view(-1, *([1] * (position.dim() - 1))).expand_as(position)
                     at_eos += int((position.gt(j - 0.5) & mask).sum())
                     at_first += int((position.lt(0.5) & mask).sum())
-                    relative += float((position / j.clamp(min=1))[mask].sum())
-                    steps += int(mask.sum())
+                    source_shares.append((position / j.clamp(min=1))[mask].double().cpu())
+                    target_shares.append(target[mask].double().cpu())
     finally:
         for h in handles:
             h.remove()
+    source, target = torch.cat(source_shares), torch.cat(target_shares)
+    steps = source.numel()
     return {"position_at_eos": 100.0 * at_eos / steps, "position_at_first": 100.0 * at_first / steps,
-            "position_mean_relative": relative / steps, "position_steps": steps}
+            "position_mean_relative": float(source.mean()),
+            "position_sd_relative": float(source.std(unbiased=False)),
+            "position_target_correlation": float(torch.corrcoef(torch.stack([source, target]))[0, 1]),
+            "position_steps": steps}
 
 
 def checkpoint_position_shares(databin: str, checkpoint: str, split: str = "test",

@@ -31,8 +31,8 @@ from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, Attentio
 from fairseq_syntax.modules.double_context import DoubleContextAttentionLayer
 from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
 from fairseq_syntax.modules.local_attention import (
-    DEFAULT_GAUSSIAN_READING, GAUSSIAN_READINGS, LocalAttentionLayer, LocalPWeights,
-    SyntaxDirectedWeights,
+    DEFAULT_GAUSSIAN_READING, GAUSSIAN_READINGS, POSITION_LOGIT_SCALE_HELP, LocalAttentionLayer,
+    LocalPWeights, SyntaxDirectedWeights,
 )
 
 ATTENTION_TYPES = ChoiceEnum(
@@ -90,6 +90,9 @@ class SyntaxDirectedRNNConfig(AttentionalRNNConfig):
                   "paper's text and Luong's local-p have it; the default, as 'scores' can diverge in "
                   "training (measurements: DEFAULT_GAUSSIAN_READING)"},
     )
+    position_logit_scale: float = field(
+        default=1.0, metadata={"help": "local-p and syntax-directed variants: " + POSITION_LOGIT_SCALE_HELP},
+    )
 
 
 def _value(option) -> str:
@@ -111,7 +114,8 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
     def build_local_weights(cls, cfg, query_dim: int) -> nn.Module:
         kind = _value(cfg.attention_type).split("+")[-1]
         if kind == "local_p":
-            return LocalPWeights(query_dim, cfg.local_window, cfg.local_sigma)
+            return LocalPWeights(query_dim, cfg.local_window, cfg.local_sigma,
+                                 safe_getattr(cfg, "position_logit_scale", 1.0))
         if not 0 <= cfg.syntax_distance < EOS_DISTANCE:
             raise ValueError(
                 f"--syntax-distance {cfg.syntax_distance}: give a distance n with "
@@ -121,7 +125,7 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
         return SyntaxDirectedWeights(
             query_dim, cfg.syntax_distance, cfg.syntax_sigma,
             interpolate=_value(cfg.syntax_row) == "interpolate",
-            gaussian_on=_value(cfg.syntax_gaussian),
+            gaussian_on=_value(cfg.syntax_gaussian), logit_scale=safe_getattr(cfg, "position_logit_scale", 1.0),
         )
 
     @classmethod

@@ -1,57 +1,50 @@
-"""Stage 3 of preprocessing: project each sentence's word tree onto its subwords
-(heads), record the word of each subword, binarise the word tree (the dependency tree
-head-outward, or with ``--ptb-suffix`` the binarised constituency tree) and hang each
-word's pieces below it, with :func:`fairseq_syntax.syntax.annotate.annotate` (as raw
-input does)."""
-from typing import Sequence
+"""Projection for preprocessing, a chunk of sentence pairs at a time: each sentence's
+word tree onto its subwords (heads), the word of each subword, the word tree binarised
+(the dependency tree head-outward, or with ``--ptb-suffix`` the binarised constituency
+tree) with each word's pieces hung below it, and the word alignments onto subwords, with
+:func:`fairseq_syntax.syntax.annotate.annotate` (as raw input does)."""
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
 
 from fairseq_syntax.syntax.annotate import annotate
-from fairseq_syntax.syntax.conllu_io import ParsedSentence
 from fairseq_syntax.syntax.errors import SyntaxInputError
 
-from .read import SplitData
-from .subwords import EncodedSplit
+from .read import Pair, SplitFiles
+from .subwords import EncodedChunk
 
 
-class TreeProjection:
-    """Projects one split's trees onto its subwords (``heads``, ``words``, ``trees`` of
-    ``out``), sentence by sentence: called with the trees so far as the parser's workers
-    send them (``on_tree`` of :func:`~.read.parse_split`), while the main process would
-    otherwise only wait; :meth:`finish` projects the rest. A tree that does not fit stops
-    the early part quietly: :meth:`finish` raises its error, naming file and sentence."""
+@dataclass
+class ProjectedChunk:
+    """A chunk's side-file rows (int32) and subword links (None: no alignments)."""
 
-    def __init__(self, data: SplitData, out: EncodedSplit):
-        self.data, self.out = data, out
-        self.stopped = False
+    heads: List[np.ndarray] = field(default_factory=list)
+    words: List[np.ndarray] = field(default_factory=list)  # word of each subword, -1 for eos
+    trees: List[np.ndarray] = field(default_factory=list)
+    links: Optional[List[List[Tuple[int, int]]]] = None
+    #: the first tree that does not fit its sentence (its rows and the later ones missing)
+    error: Optional[SyntaxInputError] = None
 
-    def __call__(self, parsed: Sequence[ParsedSentence]) -> None:
-        if self.stopped:
-            return
+
+def project_chunk(files: SplitFiles, first: int, pairs: Sequence[Pair],
+                  encoded: EncodedChunk, trees: bool = True) -> ProjectedChunk:
+    """Project the chunk of pairs from sentence ``first + 1``: the trees (unless not
+    ``trees``: an earlier one did not fit) and the alignments, if the pairs have them."""
+    out = ProjectedChunk()
+    for k, (pair, counts) in enumerate(zip(pairs if trees else (), encoded.source_counts)):
         try:
-            self._project(parsed, len(parsed))
-        except (ValueError, IndexError):
-            self.stopped = True
-
-    def _project(self, trees: Sequence[ParsedSentence], end: int) -> None:
-        out, word_trees = self.out, self.data.word_trees
-        for k in range(len(out.heads), end):
-            sentence = annotate(out.source_counts[k], trees[k].heads,
-                                None if word_trees is None else word_trees[k])
-            out.heads.append(sentence.heads)
-            out.words.append(sentence.words)
-            out.trees.append(sentence.tree)
-
-    def finish(self) -> None:
-        trees = self.data.trees
-        try:
-            self._project(trees, len(trees))
+            sentence = annotate(counts, pair.tree.heads, pair.word_tree)
         except ValueError as err:
-            k = len(self.out.heads)
-            raise SyntaxInputError(f"sentence {k + 1}: {err}", self.data.files.parse,
-                                   trees[k].line or None) from None
-
-
-def project_trees(data: SplitData, out: EncodedSplit) -> None:
-    """Project the split's word trees onto its subwords (heads) and binarise them; with
-    constituency trees (``data.word_trees``) the binary trees are theirs."""
-    TreeProjection(data, out).finish()
+            out.error = SyntaxInputError(f"sentence {first + k + 1}: {err}", files.parse,
+                                         pair.tree.line or None)
+            break
+        out.heads.append(sentence.heads)
+        out.words.append(sentence.words)
+        out.trees.append(sentence.tree)
+    if pairs and pairs[0].links is not None:
+        out.links = [annotate(counts, word_links=pair.links,
+                              target_pieces_per_word=target_counts).links
+                     for pair, counts, target_counts in zip(pairs, encoded.source_counts,
+                                                            encoded.target_counts)]
+    return out

@@ -1,22 +1,26 @@
-"""Stage 1 of preprocessing: the split files named on the command line, read and
-cross-checked (UTF-8, no empty lines, equal line counts, parse words == text tokens,
-trees valid, alignment indices in range), and with ``--parser`` the source parsed with
-spaCy (:mod:`fairseq_syntax.syntax.spacy_parser`; the parses are cached as CoNLL-U,
-:mod:`.spacy_parse`); with ``--ptb-suffix`` the bracketed constituency parses read,
-their leaves checked against the text and binarised at word level
+"""Stage 1 of preprocessing: the split files named on the command line, checked one line
+(or tree) at a time, keeping only counts (UTF-8, no empty lines, equal line counts, parse
+words == text tokens, trees valid, alignment indices in range), then read again pair by
+pair (:func:`read_pairs`) as the chunk loop (:mod:`.stream`) asks; with ``--parser`` the
+source parsed with spaCy (:mod:`fairseq_syntax.syntax.spacy_parser`; the parses are
+cached as CoNLL-U, :mod:`.spacy_parse`, and read back from there); with ``--ptb-suffix``
+the bracketed constituency parses checked against the text and binarised at word level
 (:mod:`fairseq_syntax.syntax.constituency`)."""
+import itertools
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from fairseq_syntax.syntax import constituency
-from fairseq_syntax.syntax.conllu_io import ParsedSentence, read_conllu_trees
+from fairseq_syntax.syntax.conllu_io import ParsedSentence, iter_conllu_trees
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line
-from fairseq_syntax.syntax.text_io import read_text_lines
+from fairseq_syntax.syntax.text_io import iter_decoded_lines, iter_text_lines
+
+Link = Tuple[int, int]
 
 
 @dataclass
@@ -34,16 +38,21 @@ class SplitFiles:
 
 @dataclass
 class SplitData:
-    """One split's validated inputs (word level)."""
+    """One split's checked inputs: where they are, and how many sentence pairs."""
 
     files: SplitFiles
-    source: List[List[str]]
-    target: List[List[str]]
-    trees: Optional[List[ParsedSentence]]  # None until parsed (--parser)
-    alignments: Optional[List[List[Tuple[int, int]]]]
+    sentences: int
     parse_reused: Optional[bool] = None  # --parser: whether the CoNLL-U cache was reused
-    #: --ptb-suffix: the binarised constituency tree of each sentence, over its words
-    word_trees: Optional[List[np.ndarray]] = None
+
+
+class Pair(NamedTuple):
+    """One checked sentence pair, word level."""
+
+    source: List[str]
+    target: List[str]
+    tree: ParsedSentence
+    word_tree: Optional[np.ndarray]  # --ptb-suffix: the binarised constituency tree
+    links: Optional[List[Link]]  # the word alignment, if the split has one
 
 
 def split_files(args) -> List[SplitFiles]:
@@ -119,9 +128,20 @@ def _check_words(files: SplitFiles, k: int, tokens: List[str], tree: ParsedSente
     )
 
 
-def load_split(files: SplitFiles, align_required: bool, read_parse: bool = True) -> SplitData:
-    """Read and cross-check one split's text, parse and alignment files (without
-    ``read_parse`` the parse is left to :func:`parse_split`)."""
+def _words(path: str) -> Iterator[List[str]]:
+    """The whitespace tokens of each line of a text file (checked or checking)."""
+    return (line.split() for line in iter_text_lines(path))
+
+
+def _count_lines(path: str, allow_empty: bool = False) -> int:
+    return sum(1 for _ in iter_text_lines(path, allow_empty))
+
+
+def check_split(files: SplitFiles, align_required: bool, read_parse: bool = True) -> SplitData:
+    """Check one split's text, parse and alignment files, reading them one line (or tree)
+    at a time and keeping only counts; the first error is the one reading whole files
+    in this order reports: source, target, parse, bracketed parse, alignments (without
+    ``read_parse`` the parse is left to :class:`Parsing`)."""
     needed = [(files.source, "source text"), (files.target, "target text")]
     if read_parse:
         needed.append((files.parse, "source parse"))
@@ -140,58 +160,99 @@ def load_split(files: SplitFiles, align_required: bool, read_parse: bool = True)
             )
         align_path = None
 
-    source = [line.split() for line in read_text_lines(files.source)]
-    target = [line.split() for line in read_text_lines(files.target)]
-    _check_count(files.source, len(source), "lines", files.target, len(target), "lines")
-    trees = None
+    n = _count_lines(files.source)
+    _check_count(files.source, n, "lines", files.target, _count_lines(files.target), "lines")
     if read_parse:
-        trees = read_conllu_trees(files.parse)
-        _check_count(
-            files.source, len(source), "lines", files.parse, len(trees), "sentences",
-            line_of_b=lambda k: trees[k].line,
-        )
-        for k, (tokens, tree) in enumerate(zip(source, trees)):
-            _check_words(files, k, tokens, tree)
-    if not source:
+        _check_parse(files, n)
+    if not n:
         raise SyntaxInputError(f"no sentences (split {files.name})", files.source)
-    word_trees = None
     if files.ptb is not None:
-        word_trees = constituency.word_trees_of_file(files.ptb, source, files.source)
-
-    alignments = None
+        constituency.check_bracketed_file(files.ptb, _words(files.source), files.source)
     if align_path is not None:
-        align_lines = read_text_lines(align_path, allow_empty=True)
-        _check_count(files.source, len(source), "lines", align_path, len(align_lines), "lines")
-        alignments = []
-        for k, line in enumerate(align_lines):
+        _check_count(files.source, n, "lines", align_path,
+                     _count_lines(align_path, allow_empty=True), "lines")
+        for k, (line, source, target) in enumerate(zip(
+                iter_text_lines(align_path, allow_empty=True), _words(files.source),
+                _words(files.target))):
             try:
-                alignments.append(parse_pharaoh_line(line, len(source[k]), len(target[k])))
+                parse_pharaoh_line(line, len(source), len(target))
             except ValueError as err:
                 raise SyntaxInputError(str(err), align_path, k + 1) from None
     files = SplitFiles(files.name, files.prefix, files.source, files.target, files.parse,
                        align_path, files.ptb)
-    return SplitData(files, source, target, trees, alignments, word_trees=word_trees)
+    return SplitData(files, n)
 
 
-def cached_parse(data: SplitData, parser) -> bool:
-    """--parser: take the split's parses from its CoNLL-U cache when it matches; returns
-    whether it did (the pipeline is not loaded for that)."""
-    from .spacy_parse import load_cached
+def _check_parse(files: SplitFiles, n: int) -> None:
+    """The CoNLL-U parse: bad UTF-8 first, then every tree, then one per line of the
+    source (``n``), then each tree's words the line's tokens."""
+    for _ in iter_decoded_lines(files.parse):
+        pass
+    count, extra_line, mismatch = 0, None, None
+    for k, (tree, tokens) in enumerate(itertools.zip_longest(iter_conllu_trees(files.parse),
+                                                             _words(files.source))):
+        if tree is None:
+            break
+        count += 1
+        if tokens is None:
+            extra_line = extra_line or tree.line
+        elif mismatch is None:
+            try:
+                _check_words(files, k, tokens, tree)
+            except SyntaxInputError as err:
+                mismatch = err
+    _check_count(files.source, n, "lines", files.parse, count, "sentences",
+                 line_of_b=lambda k: extra_line)
+    if mismatch is not None:
+        raise mismatch
 
-    trees = load_cached(parser, data.files.source, data.source, data.files.parse,
-                        desc=f"parse {data.files.name}")
-    if trees is None:
-        return False
-    _attach_parses(data, trees, reused=True)
-    return True
+
+def read_pairs(data: SplitData, trees: Iterable[ParsedSentence],
+               alignments: Optional[Iterable[List[Link]]] = None) -> Iterator[Pair]:
+    """The checked split's sentence pairs one by one, with ``trees`` (the parses, in order)
+    and ``alignments`` (computed ones; by default those of the alignment file, if any)."""
+    files = data.files
+    sources, targets = _words(files.source), _words(files.target)
+    word_trees = (constituency.iter_word_trees(files.ptb) if files.ptb is not None
+                  else itertools.repeat(None))
+    lines = (iter_text_lines(files.align, allow_empty=True)
+             if alignments is None and files.align is not None else None)
+    links = iter(alignments) if alignments is not None else None
+    for source, target, tree, word_tree in zip(sources, targets, trees, word_trees):
+        if lines is not None:
+            yield Pair(source, target, tree, word_tree,
+                       parse_pharaoh_line(next(lines), len(source), len(target)))
+        else:
+            yield Pair(source, target, tree, word_tree, None if links is None else next(links))
+
+
+def parse_trees(data: SplitData, parsed: bool) -> Iterator[ParsedSentence]:
+    """The split's parses one by one: the CoNLL-U given, or with ``parsed`` (--parser)
+    the cache :class:`Parsing` wrote or reused."""
+    if parsed:
+        from .spacy_parse import iter_cache_trees
+
+        return iter_cache_trees(data.files.parse)
+    return iter_conllu_trees(data.files.parse)
+
+
+def source_words(data: SplitData) -> List[List[str]]:
+    """All the split's source sentences as word lists (what the parser and eflomal take)."""
+    return list(_words(data.files.source))
+
+
+def target_words(data: SplitData) -> List[List[str]]:
+    """All the split's target sentences as word lists (what eflomal takes)."""
+    return list(_words(data.files.target))
 
 
 @dataclass
 class Parsing:
     """--parser: the splits to parse, handed to the parser's worker processes at once
-    (:meth:`start`), their trees read later (:meth:`collect`) while the main process
-    does the subword stage in between; no workers (``--workers 1``): parsed in
-    :meth:`collect`. The parser pool is the run's one mechanism for parallelism."""
+    (:meth:`start`), their trees written to the CoNLL-U cache later (:meth:`collect`)
+    while the main process trains sentencepiece in between; no workers (``--workers 1``):
+    parsed in :meth:`collect`. The parser pool is the run's one mechanism for
+    parallelism. The splits' words are held until they are parsed."""
 
     parser: object = None  # SpacyParser, or None without --parser
     splits: List[SplitData] = field(default_factory=list)  # those not in the cache
@@ -199,6 +260,8 @@ class Parsing:
     batch_size: int = 256
     pool: object = None  # ParserPool while started
     streams: list = field(default_factory=list)
+    #: split name -> its source sentences (word lists), for the splits to parse
+    words: dict = field(default_factory=dict)
     #: split name -> the parses a killed run left (``{cache}.partial``), not parsed again
     resumed: dict = field(default_factory=dict)
 
@@ -210,16 +273,25 @@ class Parsing:
             return cls()
         from fairseq_syntax.syntax.spacy_parser import SpacyParser
 
-        from .spacy_parse import resume_parses
+        from .spacy_parse import load_cached, resume_parses
 
         parser = SpacyParser(args.parser)
-        to_parse = [d for d in splits if not cached_parse(d, parser)]
-        resumed = {d.files.name: resume_parses(parser, d.files.source, d.source, d.files.parse,
-                                               desc=f"parse {d.files.name}")
+        to_parse, words = [], {}
+        for data in splits:
+            sentences = source_words(data)
+            data.parse_reused = load_cached(parser, data.files.source, sentences,
+                                            data.files.parse,
+                                            desc=f"parse {data.files.name}") is not None
+            if not data.parse_reused:
+                to_parse.append(data)
+                words[data.files.name] = sentences
+        resumed = {d.files.name: resume_parses(parser, d.files.source, words[d.files.name],
+                                               d.files.parse, desc=f"parse {d.files.name}")
                    for d in to_parse}
         if to_parse:
             parser.nlp  # loaded now, so that the forked workers inherit it
-        return cls(parser, to_parse, args.workers, args.parse_batch_size, resumed=resumed)
+        return cls(parser, to_parse, args.workers, args.parse_batch_size, words=words,
+                   resumed=resumed)
 
     @property
     def concurrent(self) -> bool:
@@ -234,17 +306,17 @@ class Parsing:
         return self
 
     def start(self) -> None:
-        self.streams = [(d, self.pool.imap(d.source[len(self.resumed.get(d.files.name, ())):],
+        self.streams = [(d, self.pool.imap(self.words[d.files.name][
+                                               len(self.resumed.get(d.files.name, ())):],
                                            self.batch_size), time.time())
                         for d in self.splits]
 
-    def collect(self, on_tree: Callable[[SplitData], Optional[Callable]] = lambda d: None
-                ) -> None:
-        """Read each split's trees (``on_tree(split)``: what is called as they arrive,
-        see :func:`parse_split`), write its CoNLL-U cache, close the pool."""
+    def collect(self) -> None:
+        """Read each split's trees and write its CoNLL-U cache, close the pool."""
         for data, stream, started in self.streams:
-            parse_split(data, self.parser, self.workers, self.batch_size, stream, started,
-                        on_tree(data), resumed=self.resumed.get(data.files.name, ()))
+            parse_split(data, self.words.pop(data.files.name), self.parser, self.workers,
+                        self.batch_size, stream, started,
+                        resumed=self.resumed.pop(data.files.name, ()))
         if self.pool is not None:
             self.pool.close()
 
@@ -254,31 +326,25 @@ class Parsing:
         return False
 
 
-def parse_split(data: SplitData, parser, workers: int, batch_size: int, stream=None,
-                started: Optional[float] = None, on_tree=None,
+def parse_split(data: SplitData, sentences: Sequence[List[str]], parser, workers: int,
+                batch_size: int, stream=None, started: Optional[float] = None,
                 resumed: Sequence[ParsedSentence] = ()) -> None:
-    """Parse one split's source with spaCy (or read the trees of ``stream``, what
-    :meth:`ParserPool.imap` returned for the sentences after ``resumed``, the parses a
-    killed run left) and write its CoNLL-U cache: ``data.trees``."""
+    """Parse one split's source (``sentences``) with spaCy (or read the trees of
+    ``stream``, what :meth:`ParserPool.imap` returned for the sentences after ``resumed``,
+    the parses a killed run left) and write its CoNLL-U cache."""
     from .spacy_parse import parse_and_cache
 
     try:
-        trees = parse_and_cache(parser, data.files.source, data.source, data.files.parse,
+        trees = parse_and_cache(parser, data.files.source, sentences, data.files.parse,
                                 workers=workers, batch_size=batch_size,
-                                desc=f"parse {data.files.name}", on_tree=on_tree,
-                                stream=stream, started=started, resumed=resumed)
+                                desc=f"parse {data.files.name}", stream=stream,
+                                started=started, resumed=resumed)
     except ValueError as err:
         if isinstance(err, SyntaxInputError):
             raise
         raise SyntaxInputError(f"parsing failed: {err}", data.files.source) from None
-    _attach_parses(data, trees, reused=False)
-
-
-def _attach_parses(data: SplitData, trees, reused: bool) -> None:
     for k, tree in enumerate(trees):
-        _check_words(data.files, k, data.source[k], tree)
-    data.trees = trees
-    data.parse_reused = reused
+        _check_words(data.files, k, sentences[k], tree)
 
 
 def eflomal_splits(splits: Sequence[SplitData]) -> List[SplitData]:

@@ -26,7 +26,7 @@ import logging
 import os
 import sys
 import time
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from fairseq_syntax.data.side_files import file_sha256
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, format_conllu
@@ -89,10 +89,14 @@ def write_cache(path: str, trees: Sequence[ParsedSentence], header: dict) -> Non
 
 
 def read_cache_trees(path: str) -> List[ParsedSentence]:
-    """Read a cache file written by :func:`write_cache` (fast: no general CoNLL-U
-    parser). Raises ``ValueError`` on anything :func:`write_cache` does not write, and
-    on a sentence that is not a tree."""
-    trees: List[ParsedSentence] = []
+    """All the trees of a cache file (see :func:`iter_cache_trees`)."""
+    return list(iter_cache_trees(path))
+
+
+def iter_cache_trees(path: str) -> Iterator[ParsedSentence]:
+    """The trees of a cache file written by :func:`write_cache`, one by one (fast: no
+    general CoNLL-U parser). Raises ``ValueError`` on anything :func:`write_cache` does
+    not write, and on a sentence that is not a tree."""
     words: List[str] = []
     heads: List[int] = []
     rels: List[str] = []
@@ -105,7 +109,7 @@ def read_cache_trees(path: str) -> List[ParsedSentence]:
             if not line:
                 if words:
                     validate_heads(heads, words=words)
-                    trees.append(ParsedSentence(words, heads, rels, start))
+                    yield ParsedSentence(words, heads, rels, start)
                     words, heads, rels = [], [], []
                 continue
             cols = line.split("\t")
@@ -118,8 +122,7 @@ def read_cache_trees(path: str) -> List[ParsedSentence]:
             rels.append(cols[7])
     if words:
         validate_heads(heads, words=words)
-        trees.append(ParsedSentence(words, heads, rels, start))
-    return trees
+        yield ParsedSentence(words, heads, rels, start)
 
 
 def load_cached(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
@@ -199,15 +202,14 @@ def resume_parses(parser: SpacyParser, text_path: str, sentences: Sequence[Seque
 
 def parse_and_cache(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
                     cache: str, workers: int = 1, batch_size: int = 256, desc: str = "parse",
-                    pool: Optional[ParserPool] = None, on_tree=None, stream=None,
+                    pool: Optional[ParserPool] = None, stream=None,
                     started: Optional[float] = None,
                     resumed: Sequence[ParsedSentence] = ()) -> List[ParsedSentence]:
     """Parse ``sentences`` and write them to ``cache`` (with the header line), in chunks
     through ``{cache}.partial`` (see the module's docstring). ``resumed``: the parses of
     the first sentences, from :func:`resume_parses` (then ``stream``, if given, holds
-    those of the rest). ``on_tree``: called with the list of all trees so far after each
-    tree arrives (see :func:`parse_words`); ``stream``: see :func:`parse_words`;
-    ``started``: when the workers started on ``stream`` (for the log)."""
+    those of the rest). ``stream``: see :func:`parse_words`; ``started``: when the
+    workers started on ``stream`` (for the log)."""
     start = time.time() if started is None else started
     trees: List[ParsedSentence] = list(resumed)
     partial = partial_path(cache)
@@ -230,12 +232,8 @@ def parse_and_cache(parser: SpacyParser, text_path: str, sentences: Sequence[Seq
         pending.append(new[-1])
         if len(pending) >= RESUME_CHUNK:
             flush()
-        if on_tree is not None:
-            on_tree(trees)
 
     try:
-        if trees and on_tree is not None:
-            on_tree(trees)
         parser.parse(sentences[len(trees):], workers=workers, batch_size=batch_size,
                      desc=desc, pool=pool, on_tree=arrived, stream=stream)
         flush()

@@ -1,5 +1,5 @@
-"""Stage 4 of preprocessing: the ``heads``/``words``/``tree`` side-files and
-``syntax_manifest.json``; the checks on ``--destdir``, and the move of the staging
+"""Stage 4 of preprocessing: ``spm.model`` and ``syntax_manifest.json`` (the side-files
+are written by :mod:`.stream`); the checks on ``--destdir``, and the move of the staging
 folder into place (with ``--force``, replacing the old folder only at this last step; a
 folder that appeared meanwhile is never replaced without ``--force``)."""
 import errno
@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import tempfile
-from collections import Counter
 from typing import Dict, List, Optional, Sequence
 
 from fairseq_syntax.data.side_files import FORMAT_VERSION
@@ -17,7 +16,7 @@ from fairseq_syntax.syntax.errors import SyntaxInputError
 from .eflomal_align import SYMMETRISATION, eflomal_version
 from .interrupt import StopOnSignals
 from .read import SplitData, SplitFiles, eflomal_splits
-from .subwords import EncodedSplit
+from .stream import SplitSummary
 
 SPM_MODEL_NAME = "spm.model"
 
@@ -57,21 +56,10 @@ ALIGNMENT_RULE = (
 )
 
 
-def write_side_files(staging: str, encoded: Sequence[EncodedSplit], src: str, tgt: str) -> None:
-    """Write the heads, words and tree side-files of every split."""
-    from fairseq_syntax.data.side_files import HEADS, TREE, WORDS, side_file_prefix, write_side_file
-
-    for split in encoded:
-        write_side_file(side_file_prefix(staging, split.name, src, tgt, HEADS), split.heads)
-        write_side_file(side_file_prefix(staging, split.name, src, tgt, WORDS), split.words)
-        write_side_file(side_file_prefix(staging, split.name, src, tgt, TREE), split.trees)
-
-
-def length_counts(split: EncodedSplit) -> Dict[str, Dict[str, int]]:
+def length_counts(split: SplitSummary) -> Dict[str, Dict[str, int]]:
     """Counts of (source length, target length) in subword tokens without eos."""
-    pairs = Counter(zip(split.source_lengths, split.target_lengths))
     nested: Dict[str, Dict[str, int]] = {}
-    for (s, t), count in sorted(pairs.items()):
+    for (s, t), count in sorted(split.lengths.items()):
         nested.setdefault(str(s), {})[str(t)] = count
     return nested
 
@@ -113,7 +101,7 @@ def alignment_record(args, splits: Sequence[SplitData]) -> Optional[dict]:
     return None
 
 
-def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[EncodedSplit],
+def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[SplitSummary],
                    sp, spm_source: str, trained: bool, parser=None) -> dict:
     """The manifest recording how the side-files were made."""
     return {
@@ -149,10 +137,10 @@ def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[EncodedS
         },
         "splits": {
             e.name: {
-                "sentences": len(e.source_lengths),
+                "sentences": e.sentences,
                 "source_words": e.source_words,
-                "source_tokens": int(sum(e.source_lengths)),
-                "target_tokens": int(sum(e.target_lengths)),
+                "source_tokens": sum(e.source_counts.values()),
+                "target_tokens": sum(e.target_counts.values()),
                 "aligned": e.aligned,
                 "source_file": os.path.abspath(s.files.source),
                 "target_file": os.path.abspath(s.files.target),
@@ -272,7 +260,7 @@ def check_inputs(args, files: Sequence[SplitFiles]) -> None:
 
 
 def write_model_and_manifest(args, staging: str, splits: Sequence[SplitData],
-                             encoded: Sequence[EncodedSplit], model_path: str, trained: bool,
+                             encoded: Sequence[SplitSummary], model_path: str, trained: bool,
                              parser=None) -> None:
     """Copy the sentencepiece model into ``staging`` as ``spm.model`` and write the
     manifest beside it."""

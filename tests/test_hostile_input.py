@@ -243,17 +243,17 @@ def test_force_refuses_the_current_folder_as_destdir(corpus, tmp_path, capsys, m
 # staging folder (a marker file says so), so the signal lands mid-run every time.
 _WAITING_RUN = """
 import sys, time
-from fairseq_syntax_preprocess import cli, subwords
+from fairseq_syntax_preprocess import cli, pipeline
 
 marker = sys.argv[1]
-written = subwords.write_token_binaries
+written = pipeline.write_token_binaries
 
 def write_then_wait(*args, **kwargs):
     written(*args, **kwargs)
     open(marker, "w").close()
     time.sleep(120)
 
-subwords.write_token_binaries = write_then_wait
+pipeline.write_token_binaries = write_then_wait
 sys.exit(cli.main(sys.argv[2:]))
 """
 

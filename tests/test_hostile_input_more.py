@@ -159,10 +159,10 @@ def _preprocess_args(raw, dest, *extra):
 
 
 def _appear_during_the_run(monkeypatch, folder, files):
-    """Make ``folder`` (holding ``files``) appear while the run writes its side-files."""
+    """Make ``folder`` (holding ``files``) appear while the run writes its binaries."""
     from fairseq_syntax_preprocess import pipeline
 
-    write = pipeline.write_side_files
+    write = pipeline.write_token_binaries
 
     def write_then_appear(*args, **kwargs):
         write(*args, **kwargs)
@@ -170,7 +170,7 @@ def _appear_during_the_run(monkeypatch, folder, files):
         for name, text in files.items():
             (folder / name).write_text(text, encoding="utf-8")
 
-    monkeypatch.setattr(pipeline, "write_side_files", write_then_appear)
+    monkeypatch.setattr(pipeline, "write_token_binaries", write_then_appear)
 
 
 @pytest.mark.parametrize("force", [[], ["--force"]])
@@ -424,12 +424,12 @@ def test_a_full_disk_names_the_destdir(corpus, tmp_path, capsys, monkeypatch):
     """A failed write names no file: the error names --destdir, and nothing is left."""
     import errno
 
-    from fairseq.data import indexed_dataset
+    from fairseq_syntax_preprocess.fairseq_binary import MmapWriter
 
-    def disk_full(self, tensor):
+    def disk_full(self, values, sizes):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(indexed_dataset.MMapIndexedDatasetBuilder, "add_item", disk_full)
+    monkeypatch.setattr(MmapWriter, "add", disk_full)
     out = tmp_path / "out"
     out.mkdir()
     dest = out / "data-bin"

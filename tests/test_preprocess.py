@@ -586,38 +586,82 @@ def test_token_binaries_are_fairseqs(tmp_path, joined):
             assert (ours / name).read_bytes() == (reference / name).read_bytes(), name
 
 
-def test_projection_as_trees_arrive_equals_projection_after_parsing():
-    """The trees projected while parsing (each as it arrives) are the ones projected
-    afterwards; a tree that does not fit stops the early part, and finish() does the
-    rest."""
-    from fairseq_syntax.syntax.conllu_io import ParsedSentence
-    from fairseq_syntax_preprocess.project import TreeProjection, project_trees
-    from fairseq_syntax_preprocess.read import SplitData, SplitFiles
-    from fairseq_syntax_preprocess.subwords import EncodedSplit
+def _preprocess_in_process(args):
+    from fairseq_syntax_preprocess.cli import main
 
-    rng = random.Random(3)
-    pairs = [make_pair(rng) for _ in range(700)]
-    trees = [ParsedSentence(src, heads, rels, 0) for src, heads, rels, _, _ in pairs]
-    counts = [[rng.randint(1, 3) for _ in src] for src, *_ in pairs]
-    files = SplitFiles("train", "p", "p.de", "p.en", "p.de.conllu", None)
+    assert main([str(a) for a in args]) == 0
 
-    expected = EncodedSplit(name="train", source_counts=counts)
-    project_trees(SplitData(files, [], [], trees, None), expected)
-    for broken in (None, 600):
-        enc = EncodedSplit(name="train", source_counts=counts)
-        projection = TreeProjection(SplitData(files, [], [], trees, None), enc)
-        arrived = []
-        for k, tree in enumerate(trees):
-            if k == broken:  # a tree that does not fit its counts stops early projection
-                tree = ParsedSentence(tree.words[:1], [-1], ["root"], 0)
-            arrived.append(tree)
-            projection(arrived)
-        assert projection.stopped == (broken is not None)
-        assert len(enc.heads) == (broken or len(trees))
-        projection.finish()
-        for got, want in ((enc.heads, expected.heads), (enc.words, expected.words),
-                          (enc.trees, expected.trees)):
-            assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+def _files(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("ptb", [False, True])
+def test_chunk_size_does_not_change_the_data_bin(tmp_path, monkeypatch, ptb):
+    """Streamed in chunks of 7 pairs (a last one shorter, splits shorter than a chunk) or
+    in one chunk, the data-bin is the same, byte for byte (the same --spm-model: a trained
+    model records the name of its temporary folder)."""
+    from fairseq_syntax_preprocess import stream
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_corpus(str(corpus), "train", 61, seed=11)
+    write_corpus(str(corpus), "valid", 5, seed=12)
+    write_corpus(str(corpus), "test", 9, seed=13, align=False)
+    if ptb:  # the constituency trees: flat, one phrase per sentence
+        for split in ("train", "valid", "test"):
+            lines = (corpus / f"{split}.{SRC}").read_text(encoding="utf-8").splitlines()
+            (corpus / f"{split}.{SRC}.ptb").write_text("".join(
+                "(S " + " ".join(f"(X {w})" for w in line.split()) + ")\n" for line in lines),
+                encoding="utf-8")
+    dest = tmp_path / "bin"
+    args = base_args(str(corpus), str(dest), valid=True, test=True) + (
+        ["--ptb-suffix", "ptb"] if ptb else [])
+    _preprocess_in_process(args + ["--vocab-size", "60"])
+    model = tmp_path / "spm.model"
+    model.write_bytes((dest / "spm.model").read_bytes())
+    built = {}
+    for chunk in (7, stream.CHUNK):
+        monkeypatch.setattr(stream, "CHUNK", chunk)
+        _preprocess_in_process(args + ["--spm-model", model, "--force"])
+        built[chunk] = _files(dest)
+    assert built[7] == built[stream.CHUNK]
+    assert "test.de-en.de.tree.bin" in built[7] and "valid.align.de-en.bin" in built[7]
+
+
+def test_one_chunk_of_projected_rows_held_at_once(tmp_path, monkeypatch):
+    """Memory does not grow with the corpus: through a hook on the projection, no more
+    than one chunk's rows (heads, words, tree) are alive at any time."""
+    import weakref
+
+    from fairseq_syntax_preprocess import stream
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_corpus(str(corpus), "train", 60, seed=21)
+    write_corpus(str(corpus), "valid", 10, seed=22)
+    alive, made, most = [0], [0], [0]
+
+    def gone():
+        alive[0] -= 1
+
+    def counting(*args, **kwargs):
+        projected = real(*args, **kwargs)
+        for row in projected.heads + projected.words + projected.trees:
+            weakref.finalize(row, gone)
+            alive[0] += 1
+            made[0] += 1
+            most[0] = max(most[0], alive[0])
+        return projected
+
+    real = stream.project_chunk
+    monkeypatch.setattr(stream, "project_chunk", counting)
+    monkeypatch.setattr(stream, "CHUNK", 7)
+    _preprocess_in_process(base_args(str(corpus), str(tmp_path / "bin"), valid=True)
+                           + ["--vocab-size", "60"])
+    assert made[0] == 3 * 70
+    assert most[0] <= 3 * 7
+    assert alive[0] == 0
 
 
 # ----------------------------------------------------------------------------- parse cache
@@ -676,11 +720,9 @@ def test_killed_parse_resumes_where_it_stopped(tmp_path, monkeypatch):
     assert spacy_parse.load_cached(parser, str(text), sentences, str(cache)) is None
     resumed = spacy_parse.resume_parses(parser, str(text), sentences, str(cache))
     assert [t.words for t in resumed] == sentences[:7]
-    seen = []
     trees = spacy_parse.parse_and_cache(parser, str(text), sentences, str(cache),
-                                        resumed=resumed, on_tree=lambda t: seen.append(len(t)))
+                                        resumed=resumed)
     assert parser.asked == [sentences[7:]]  # only the rest was parsed
-    assert seen == list(range(7, 21))  # the projection sees every tree from the first
     assert [t.words for t in trees] == sentences
     assert cache.read_bytes() == whole.read_bytes()
     assert not os.path.exists(partial)

@@ -16,9 +16,10 @@ from fairseq_syntax.data.tree_tensors import (
 )
 from fairseq_syntax.syntax.dependency import project_heads_to_subwords
 from model_utils import incremental_log_probs
-from fairseq_syntax.models.syntax_directed_rnn import SyntaxDirectedRNNModel
+from fairseq_syntax.models.syntax_directed_rnn import SyntaxDirectedRNNModel, position_logit_scale
 from fairseq_syntax.modules.local_attention import (
-    GAUSSIAN_READINGS, PositionPredictor, distance_row, local_p_weights, syntax_directed_weights,
+    GAUSSIAN_READINGS, SDATT_POSITION_LOGIT_SCALE, PositionPredictor, distance_row, local_p_weights,
+    syntax_directed_weights,
 )
 from conftest import generate_args, run_cli, train_args
 
@@ -313,6 +314,25 @@ def test_logit_scale_multiplies_the_logit_and_so_slows_adam():
 
     plain_change, scaled_change = logit_change(plain), logit_change(scaled)
     assert torch.allclose(scaled_change, 0.05 * plain_change, rtol=0.05)
+
+
+@pytest.mark.parametrize("arch,overrides,scale", [
+    ("sdatt_double_syntax", {}, SDATT_POSITION_LOGIT_SCALE),
+    ("sdatt_syntax", {}, SDATT_POSITION_LOGIT_SCALE),
+    ("sdatt_double_local_p", {}, 1.0),
+    ("sdatt_double_syntax", {"position_logit_scale": 0.3}, 0.3),
+    ("sdatt_local_p", {"position_logit_scale": 0.3}, 0.3),
+])
+def test_position_logit_scale_defaults(arch, overrides, scale):
+    predictor = next(m for m in build(arch, **overrides).modules() if isinstance(m, PositionPredictor))
+    assert predictor.logit_scale == scale
+
+
+def test_a_checkpoint_from_before_the_logit_scale_keeps_scale_one():
+    cfg = argparse.Namespace(attention_type="global+syntax_directed")
+    assert position_logit_scale(cfg, "syntax_directed") == 1.0
+    cfg.position_logit_scale = None
+    assert position_logit_scale(cfg, "syntax_directed") == SDATT_POSITION_LOGIT_SCALE
 
 
 # ----------------------------------------------------------------------------- layers

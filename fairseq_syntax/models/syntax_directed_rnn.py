@@ -31,8 +31,8 @@ from fairseq_syntax.models.attentional_rnn import AttentionalRNNConfig, Attentio
 from fairseq_syntax.modules.double_context import DoubleContextAttentionLayer
 from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
 from fairseq_syntax.modules.local_attention import (
-    DEFAULT_GAUSSIAN_READING, GAUSSIAN_READINGS, POSITION_LOGIT_SCALE_HELP, LocalAttentionLayer,
-    LocalPWeights, SyntaxDirectedWeights,
+    DEFAULT_GAUSSIAN_READING, GAUSSIAN_READINGS, POSITION_LOGIT_SCALE_HELP,
+    SDATT_POSITION_LOGIT_SCALE, LocalAttentionLayer, LocalPWeights, SyntaxDirectedWeights,
 )
 
 ATTENTION_TYPES = ChoiceEnum(
@@ -90,13 +90,27 @@ class SyntaxDirectedRNNConfig(AttentionalRNNConfig):
                   "paper's text and Luong's local-p have it; the default, as 'scores' can diverge in "
                   "training (measurements: DEFAULT_GAUSSIAN_READING)"},
     )
-    position_logit_scale: float = field(
-        default=1.0, metadata={"help": "local-p and syntax-directed variants: " + POSITION_LOGIT_SCALE_HELP},
+    position_logit_scale: Optional[float] = field(
+        default=None,
+        metadata={"help": "local-p and syntax-directed variants: " + POSITION_LOGIT_SCALE_HELP
+                  + f" (default: {SDATT_POSITION_LOGIT_SCALE} for syntax-directed attention, "
+                  "as 1 collapsed to the first word on Multi30k; 1 for local-p)"},
     )
 
 
 def _value(option) -> str:
     return getattr(option, "value", option)
+
+
+def position_logit_scale(cfg, kind: str) -> float:
+    """``--position-logit-scale``, or its default for ``kind`` (``local_p``: 1, Luong's;
+    ``syntax_directed``: :data:`SDATT_POSITION_LOGIT_SCALE`); 1 for a checkpoint trained
+    before the option existed, as it was then."""
+    if not hasattr(cfg, "position_logit_scale"):
+        return 1.0
+    if cfg.position_logit_scale is None:
+        return SDATT_POSITION_LOGIT_SCALE if kind == "syntax_directed" else 1.0
+    return float(cfg.position_logit_scale)
 
 
 @register_model("syntax_directed_rnn", dataclass=SyntaxDirectedRNNConfig)
@@ -115,7 +129,7 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
         kind = _value(cfg.attention_type).split("+")[-1]
         if kind == "local_p":
             return LocalPWeights(query_dim, cfg.local_window, cfg.local_sigma,
-                                 safe_getattr(cfg, "position_logit_scale", 1.0))
+                                 position_logit_scale(cfg, kind))
         if not 0 <= cfg.syntax_distance < EOS_DISTANCE:
             raise ValueError(
                 f"--syntax-distance {cfg.syntax_distance}: give a distance n with "
@@ -125,7 +139,7 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
         return SyntaxDirectedWeights(
             query_dim, cfg.syntax_distance, cfg.syntax_sigma,
             interpolate=_value(cfg.syntax_row) == "interpolate",
-            gaussian_on=_value(cfg.syntax_gaussian), logit_scale=safe_getattr(cfg, "position_logit_scale", 1.0),
+            gaussian_on=_value(cfg.syntax_gaussian), logit_scale=position_logit_scale(cfg, kind),
         )
 
     @classmethod

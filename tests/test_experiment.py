@@ -134,6 +134,19 @@ def test_epoch_table_has_a_line_per_run_with_a_curve():
     assert tables.epoch_table(["lookahead_concat"], {"lookahead_concat": [record(1, [])]}) == []
 
 
+def test_positions_table_has_a_line_per_run_that_recorded_positions():
+    shares = {"position_at_eos": 0.0, "position_at_first": 99.394, "position_mean_relative": 0.00183,
+              "position_sd_relative": 0.0272, "position_target_correlation": -0.0288}
+    lines = tables.positions_table(
+        ["attentional_rnn", "sdatt_double_syntax"],
+        {"attentional_rnn": [{"seed": 1, "scores": {"positions": {}}}],
+         "sdatt_double_syntax": [{"seed": 2, "scores": {"positions": shares}}]})
+    assert lines[-1] == "| `sdatt_double_syntax` | 2 | 0.0 | 99.4 | 0.00 | 0.03 | -0.03 |"
+    assert len(lines) == 6
+    assert tables.positions_table(["attentional_rnn"], {"attentional_rnn": [
+        {"seed": 1, "scores": {}}]}) == []
+
+
 @pytest.fixture(scope="module")
 def experiment_run(tmp_path_factory):
     """One invocation: the corpus, two methods with seed 1, records and the table."""

@@ -261,6 +261,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
                   f"{base['right DA']:.1f} / {base['right UA']:.1f}.", ""]
     lines += seed_table(comparisons, tests, paired_scores(corpus_name))
     lines += epoch_table([k for k in every_row if k not in decode_only], by_key)
+    lines += positions_table(every_row, by_key)
     lines += [
         "",
         "Cells: mean ± sample standard deviation (numpy `std(ddof=1)`) over the `seeds` runs of "
@@ -290,6 +291,27 @@ def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[str]
         ppl = r["scores"]["valid_ppl_by_epoch"]
         cells = [f"{v:.2f}" for v in ppl] + [""] * (epochs - len(ppl))
         lines.append(f"| `{key}` | {r['seed']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def positions_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[str]:
+    """Where each run's position predictors put ``p_i`` on the first test set
+    (:mod:`fairseq_syntax.evaluation.positions`), a line per run that recorded it (``[]`` if
+    none did): a predictor with most steps at eos or at the first word has degenerated."""
+    runs = [(key, r) for key in rows for r in by_key.get(key, []) if r["scores"].get("positions")]
+    if not runs:
+        return []
+    lines = ["", "Where the position predictors put p_i (first test set, teacher-forced target "
+             "steps; `fairseq_syntax/evaluation/positions.py`):", "",
+             "| method | seed | at eos % | at the first word % | mean p/J | sd p/J | "
+             "correlation with i/I |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for key, r in runs:
+        p = r["scores"]["positions"]
+        lines.append(f"| `{key}` | {r['seed']} | {fmt(p.get('position_at_eos'), 1)} | "
+                     f"{fmt(p.get('position_at_first'), 1)} | "
+                     f"{fmt(p.get('position_mean_relative'))} | "
+                     f"{fmt(p.get('position_sd_relative'))} | "
+                     f"{fmt(p.get('position_target_correlation'))} |")
     return lines
 
 

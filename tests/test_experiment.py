@@ -405,6 +405,20 @@ def test_render_only_tests_each_method_against_its_backbone_with_paired_bootstra
     assert _section(results, "mine") == section
 
 
+@pytest.mark.parametrize("src,tgt", [("en", "ja"), ("ja", "en")])
+def test_kftt_is_named_by_its_direction_with_its_own_budget(tmp_path, src, tgt):
+    """The two directions' records and sections stay apart; KFTT has its own budget."""
+    (tmp_path / "syntax_manifest.json").write_text(json.dumps(
+        {"source_lang": src, "target_lang": tgt}))
+    args = experiment.parse_args(["--corpus", "kftt", "--data-bin", str(tmp_path),
+                                  "--workdir", "w"])
+    assert args.corpus_name == f"kftt-{src}-{tgt}"
+    assert args.results_dir == os.path.join("docs", "results", f"kftt-{src}-{tgt}")
+    assert (args.updates, args.epochs, args.transformer["updates"]) == (3300, None, 2840)
+    assert args.methods.split(",")[0] == "attentional_rnn"
+    assert "lookahead_enc_dec" in args.methods.split(",")
+
+
 def test_gpu_runs_are_records_and_a_section_of_their_own(tmp_path):
     """A run trained on the GPU (other numerics, other wall time) never stands in a CPU
     table, nor a CPU run in the GPU's: device=gpu in its settings, its own folder and

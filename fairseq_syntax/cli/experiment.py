@@ -136,7 +136,8 @@ def get_parser() -> argparse.ArgumentParser:
                    "'transformer' stands for the Transformer family "
                    "(trained with TRANSFORMER_RECIPES) (default: synthetic "
                    + DEFAULT_METHODS["synthetic"] + "; multi30k "
-                   + DEFAULT_METHODS["multi30k"] + "; with --render-only, these and "
+                   + DEFAULT_METHODS["multi30k"] + "; kftt " + DEFAULT_METHODS["kftt"]
+                   + "; with --render-only, these and "
                    "'transformer')")
     p.add_argument("--seeds", default="1",
                    help="comma-separated training seeds; every (method, seed) is one run "
@@ -213,7 +214,7 @@ def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Na
     parser = parser or get_parser()
     args = parser.parse_args(argv)
     args.corpus_name = corpus_name(args)
-    args.preset = args.corpus_name if args.corpus_name in DEFAULTS else "multi30k"  # real data
+    args.preset = args.corpus if args.corpus in DEFAULTS else "multi30k"  # real data
     defaults = DEFAULTS[args.preset]
     args.transformer = transformer_recipe(parser, args)
     if args.updates is None and args.epochs is None:

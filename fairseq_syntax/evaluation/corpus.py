@@ -217,7 +217,7 @@ def kftt_corpus(databin: str, dest: Optional[str] = None) -> Corpus:
         manifest = json.load(f)
     src, tgt = manifest["source_lang"], manifest["target_lang"]
     tests = recipe_test_sets(databin, dest, src, tgt, ("test", "tune"))
-    corpus = Corpus("kftt", src, tgt, databin, tests,
+    corpus = Corpus(f"kftt-{src}-{tgt}", src, tgt, databin, tests,
                     f"KFTT {src}→{tgt} (`examples/kftt/prepare.sh`)",
                     "glue:" + os.path.join(dest, "tok", f"glue.{tgt}.json"),
                     "ja-mecab" if tgt == "ja" else "13a", ["ribes", "bleu_tok", "induced_trees"],

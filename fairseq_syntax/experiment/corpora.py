@@ -8,7 +8,7 @@ import shutil
 import sys
 from typing import Optional, Tuple
 
-from fairseq_syntax.data.side_files import FORMAT_VERSION
+from fairseq_syntax.data.side_files import FORMAT_VERSION, SyntaxInputError, read_manifest
 from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpus
 
 from fairseq_syntax.evaluation.corpus import (
@@ -22,8 +22,16 @@ PRESETS = ("synthetic", "multi30k", "kftt")
 
 
 def corpus_name(args) -> str:
-    """The corpus's name in tables, records and folders: the preset, or the ``name`` of the
-    description file ``--corpus``."""
+    """The corpus's name in tables, records and folders: the preset (``kftt`` with its
+    direction, ``kftt-en-ja`` or ``kftt-ja-en``, from the data-bin's manifest), or the
+    ``name`` of the description file ``--corpus``."""
+    if args.corpus == "kftt" and args.data_bin:
+        try:
+            manifest = read_manifest(args.data_bin)
+        except SyntaxInputError as err:
+            raise SystemExit(f"fairseq-syntax-experiment: error: --data-bin: {err}") from None
+        if "source_lang" in manifest and "target_lang" in manifest:
+            return f"kftt-{manifest['source_lang']}-{manifest['target_lang']}"
     if args.corpus in PRESETS:
         return args.corpus
     try:

@@ -130,7 +130,8 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     """The corpus section: the rows of ``keys`` (selected methods, ``not run yet`` without
     records) and of every other method with records, in the plugin's order."""
     synthetic = corpus_name == "synthetic"
-    title = {"synthetic": "Synthetic corpus (en → vf)", "multi30k": "Multi30k En → De"}.get(
+    title = {"synthetic": "Synthetic corpus (en → vf)", "multi30k": "Multi30k En → De",
+             "kftt-en-ja": "KFTT En → Ja", "kftt-ja-en": "KFTT Ja → En"}.get(
         corpus_name, corpus_name) + (", trained on the GPU" if args.gpu else "")
     comparisons = comparisons or {}
     methods = all_methods()

@@ -56,3 +56,8 @@ def test_experiment_detokenises_multi30k_hypotheses_in_process(tmp_path, monkeyp
     assert (tmp_path / "test.hyp").read_text(encoding="utf-8") == "".join(h + "\n" for h in hyps)
     assert row.tests["test_2016_flickr"]["bleu"] == BLEU().corpus_score(hyps, [refs]).score
     assert row.hypotheses["test_2016_flickr"] == hyps
+    from fairseq_syntax.syntax.ribes import corpus_ribes  # on the model's own words
+
+    assert row.tests["test_2016_flickr"]["ribes"] == 100 * corpus_ribes(
+        [[TOKENS, "Ein Hund .".split()]], [TOKENS, "ein Hund .".split()])
+    assert row.ribes_signature.startswith("nrefs:1|tok:recipe-words|")

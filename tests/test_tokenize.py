@@ -145,29 +145,35 @@ def test_empty_line_names_file_and_line(tmp_path):
 
 
 def test_japanese_scores_use_ja_mecab():
+    """BLEU and chrF as sacreBLEU gives them (ja-mecab for Japanese), RIBES on the given
+    words as the RIBES module gives it, with signatures."""
     pytest.importorskip("MeCab")
     pytest.importorskip("ipadic")
     from sacrebleu.metrics import BLEU, CHRF
 
+    from fairseq_syntax.evaluation.translation_scores import bleu_tokenization, score_translations
     from fairseq_syntax.syntax.ribes import corpus_ribes
-    from fairseq_syntax.syntax.translation_scores import score_translations
 
     refs = JAPANESE[:3]
-    hyps = ["諱は「等楊」と号した。", "1420年に備中国赤浜に生まれる。",
-            refs[2]]
-    scores = score_translations(hyps, refs, "ja")
+    hyps = ["諱は「等楊」と号した。", "1420年に備中国赤浜に生まれる。", refs[2]]
+    mecab = BLEU(tokenize="ja-mecab").tokenizer
+    refs_tok, hyps_tok = [mecab(r) for r in refs], [mecab(h) for h in hyps]
+    scores = score_translations(hyps, refs, bleu_tokenization("ja"), hyps_tok, refs_tok)
     assert scores.bleu == BLEU(tokenize="ja-mecab").corpus_score(hyps, [refs]).score
     assert scores.chrf == CHRF().corpus_score(hyps, [refs]).score
-    mecab = BLEU(tokenize="ja-mecab").tokenizer
-    ribes = corpus_ribes([[mecab(r).split() for r in refs]], [mecab(h).split() for h in hyps])
+    ribes = corpus_ribes([[r.split() for r in refs_tok]], [h.split() for h in hyps_tok])
     assert scores.ribes == 100 * ribes
     assert 0 < scores.ribes < 100
     assert "tok:ja-mecab-" in scores.signatures["bleu"]
-    assert scores.signatures["ribes"].startswith("nrefs:1|tok:ja-mecab-")
-    perfect = score_translations(refs, [refs], "ja")
+    assert scores.signatures["ribes"].startswith("nrefs:1|tok:recipe-words|")
+    perfect = score_translations(refs, refs, "ja-mecab", refs_tok, refs_tok)
     assert perfect.bleu == pytest.approx(100.0)
     assert perfect.ribes == 100.0
-    assert "tok:13a" in score_translations(ENGLISH[:2], ENGLISH[:2], "en").signatures["bleu"]
+    english = score_translations(ENGLISH[:2], ENGLISH[:2], bleu_tokenization("en"))
+    assert "tok:13a" in english.signatures["bleu"]
+    assert english.ribes is None and "ribes" not in english.signatures
+    with pytest.raises(ValueError, match="2 references but 3 hypotheses"):
+        score_translations(hyps, refs[:2], "ja-mecab")
 
 
 def test_unknown_language_and_ja_mecab_misuse_are_named():

@@ -105,12 +105,13 @@ decode() {
     --post-process sentencepiece "${PREC_ARGS[@]}" > "$OUT/generate.test.out"
   grep '^H-' "$OUT/generate.test.out" | sort -t- -k2 -n | cut -f3 > "$OUT/test.tok.$TGT"
   fairseq-syntax-tokenize detokenize --glue-table "$TOK/glue.$TGT.json" "$OUT/test.tok.$TGT" "$OUT/test.$TGT"
-  python - "$OUT/test.$TGT" "$RAW/test.$TGT" "$TGT" <<'EOF' | tee "$OUT/scores.json"
+  python - "$OUT/test.$TGT" "$RAW/test.$TGT" "$TGT" "$OUT/test.tok.$TGT" "$TOK/test.$TGT" <<'EOF' | tee "$OUT/scores.json"
 import html, json, sys
-from fairseq_syntax.syntax.translation_scores import score_translations
-hyps = open(sys.argv[1], encoding="utf-8").read().splitlines()
-refs = [html.unescape(line) for line in open(sys.argv[2], encoding="utf-8").read().splitlines()]
-s = score_translations(hyps, refs, sys.argv[3])
+from fairseq_syntax.evaluation.translation_scores import bleu_tokenization, score_translations
+hyps, raw, tgt, hyps_tok, refs_tok = sys.argv[1:6]
+lines = lambda path: open(path, encoding="utf-8").read().splitlines()
+refs = [html.unescape(line) for line in lines(raw)]  # KFTT's raw text keeps &apos; and the like
+s = score_translations(lines(hyps), refs, bleu_tokenization(tgt), lines(hyps_tok), lines(refs_tok))
 print(json.dumps({"bleu": s.bleu, "chrf": s.chrf, "ribes": s.ribes, "signatures": s.signatures}, indent=1))
 EOF
 }

@@ -21,6 +21,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence
 
+from fairseq_syntax.evaluation.translation_scores import bleu_tokenization
+
 # scores beyond BLEU and chrF that a corpus may ask for, and what each test set needs for it
 EXTRA_SCORES = {
     "ribes": "reference_tok",        # RIBES on tokenised text (Isozaki et al. 2010)
@@ -220,7 +222,7 @@ def kftt_corpus(databin: str, dest: Optional[str] = None) -> Corpus:
     corpus = Corpus(f"kftt-{src}-{tgt}", src, tgt, databin, tests,
                     f"KFTT {src}→{tgt} (`examples/kftt/prepare.sh`)",
                     "glue:" + os.path.join(dest, "tok", f"glue.{tgt}.json"),
-                    "ja-mecab" if tgt == "ja" else "13a", ["ribes", "bleu_tok", "induced_trees"],
+                    bleu_tokenization(tgt), ["ribes", "bleu_tok", "induced_trees"],
                     unescape_references=True)  # KFTT's raw text keeps &apos; and the like
     check_corpus(corpus, "--corpus kftt (run examples/kftt/prepare.sh, or give --corpus-dir)")
     return corpus

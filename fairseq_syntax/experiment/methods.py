@@ -150,6 +150,7 @@ class Row:
     hypotheses: Dict[str, List[str]] = field(default_factory=dict)
     bleu_signature: str = ""
     chrf_signature: str = ""
+    ribes_signature: str = ""  # RIBES on the recipe's words (evaluation/translation_scores.py)
     aer: Optional[float] = None
     precision: Optional[float] = None
     recall: Optional[float] = None

@@ -9,11 +9,12 @@ from typing import Sequence
 from fairseq_syntax.evaluation.architectures import FAIRSEQ_PEERS
 from fairseq_syntax.evaluation.corpus import Corpus, TestSet
 from fairseq_syntax.evaluation.fairseq_commands import rnn_size_args
+from fairseq_syntax.evaluation.translation_scores import score_translations
 
 from .commands import device_args, transformer_model_args
 from .methods import BACKBONE, Method, Row, TRANSFORMER_BACKBONE
 from .tools import (
-    hypotheses_of, read_lines, ribes_of, run_function, shown, tool_threads, write_lines,
+    hypotheses_of, read_lines, run_function, shown, tool_threads, write_lines,
 )
 
 
@@ -21,8 +22,6 @@ def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
                    out_prefix: str) -> None:
     """BLEU, chrF and the corpus's extra scores of the ``H-`` lines of ``gen_out`` into
     ``row.tests[test.name]``; the detokenised hypotheses into ``row.hypotheses``."""
-    from sacrebleu.metrics import BLEU, CHRF
-
     hyps_tok = hypotheses_of(gen_out)
     write_lines(out_prefix + ".hyp.tok", hyps_tok)
     hyps = corpus.detokenize()(hyps_tok)
@@ -31,14 +30,16 @@ def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
     if len(hyps) != len(refs):
         raise RuntimeError(f"{len(hyps)} translations of {test.subset} but {len(refs)} "
                            f"references in {test.reference} (see {gen_out})")
-    bleu, chrf = BLEU(tokenize=corpus.bleu_tokenize), CHRF()
+    ribes = "ribes" in corpus.scores
+    scored = score_translations(hyps, refs, corpus.bleu_tokenize,
+                                hyps_tok if ribes else None,
+                                read_lines(test.reference_tok) if ribes else None)
     scores = row.tests.setdefault(test.name, {})
-    scores["bleu"] = bleu.corpus_score(hyps, [refs]).score
-    scores["chrf"] = chrf.corpus_score(hyps, [refs]).score
-    row.bleu_signature, row.chrf_signature = str(bleu.get_signature()), str(chrf.get_signature())
+    scores.update(bleu=scored.bleu, chrf=scored.chrf)
+    row.bleu_signature, row.chrf_signature = scored.signatures["bleu"], scored.signatures["chrf"]
     row.hypotheses[test.name] = hyps
-    if "ribes" in corpus.scores:
-        scores["ribes"] = ribes_of(read_lines(test.reference_tok), hyps_tok)
+    if ribes:
+        scores["ribes"], row.ribes_signature = scored.ribes, scored.signatures["ribes"]
     if "bleu_tok" in corpus.scores:  # comparable with published tokenised BLEU
         scores["bleu_tok"] = tokenised_bleu(hyps_tok, read_lines(test.reference_tok))
     if "agreement" in corpus.scores:

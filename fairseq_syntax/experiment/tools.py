@@ -141,12 +141,6 @@ def hypotheses_of(generate_out: str) -> List[str]:
     return [hyps[i] for i in sorted(hyps)]
 
 
-def ribes_of(refs: Sequence[str], hyps: Sequence[str]) -> float:
-    from fairseq_syntax.syntax.ribes import corpus_ribes
-
-    return 100.0 * corpus_ribes([[r.split() for r in refs]], [h.split() for h in hyps])
-
-
 def whole_split_loss(databin: str, checkpoint: str, split: str = "valid", max_tokens: int = 4000,
                      cpu: bool = True) -> Dict[str, float]:
     """Label-smoothed loss (bits per target token), perplexity (2 ** nll bits) and sentence

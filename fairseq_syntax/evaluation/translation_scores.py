@@ -1,0 +1,54 @@
+"""BLEU, chrF and RIBES of translations: the one scorer of the harness and the recipes.
+
+* BLEU: sacreBLEU on the detokenised hypotheses against the raw references, with the
+  corpus's tokenizer (``ja-mecab`` for Japanese output: MeCab + IPAdic, offline; ``13a``
+  otherwise, :func:`bleu_tokenization`).
+* chrF: sacreBLEU's chrF on the same text (character n-grams: no tokenisation).
+* RIBES (Isozaki et al. 2010; the metric of Eriguchi et al. 2016) on tokenised output: the
+  model's own words (its output before detokenisation) against the references in the
+  recipe's tokenisation, so that it compares the words the model was trained on.
+
+Each score comes with a signature (sacreBLEU's; RIBES's names its tokenisation and α, β).
+"""
+from dataclasses import dataclass
+from typing import Dict, Optional, Sequence
+
+from fairseq_syntax.syntax.ribes import ALPHA, BETA, corpus_ribes
+
+
+@dataclass
+class TranslationScores:
+    bleu: float
+    chrf: float
+    ribes: Optional[float]  # 0..100, as BLEU and chrF; None without tokenised text
+    signatures: Dict[str, str]
+
+
+def bleu_tokenization(lang: str) -> str:
+    """sacreBLEU's tokenizer for output in ``lang``: ``ja-mecab`` for Japanese, else ``13a``."""
+    return "ja-mecab" if lang == "ja" else "13a"
+
+
+def score_translations(hypotheses: Sequence[str], references: Sequence[str], bleu_tokenize: str,
+                       hypotheses_tok: Optional[Sequence[str]] = None,
+                       references_tok: Optional[Sequence[str]] = None) -> TranslationScores:
+    """Score detokenised ``hypotheses`` against raw ``references`` (one per sentence) with
+    sacreBLEU's ``bleu_tokenize``; RIBES when the tokenised text of both is given."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    hyps, refs = list(hypotheses), list(references)
+    if len(refs) != len(hyps):
+        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    bleu, chrf = BLEU(tokenize=bleu_tokenize), CHRF()
+    bleu_score, chrf_score = bleu.corpus_score(hyps, [refs]).score, chrf.corpus_score(hyps, [refs]).score
+    signatures = {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())}
+    ribes = None
+    if hypotheses_tok is not None and references_tok is not None:
+        if not len(hypotheses_tok) == len(references_tok) == len(hyps):
+            raise ValueError(f"{len(hypotheses_tok)} tokenised hypotheses and "
+                             f"{len(references_tok)} tokenised references for {len(hyps)} "
+                             "sentences")
+        ribes = 100.0 * corpus_ribes([[r.split() for r in references_tok]],
+                                     [h.split() for h in hypotheses_tok])
+        signatures["ribes"] = f"nrefs:1|tok:recipe-words|alpha:{ALPHA}|beta:{BETA}|ribes.py-1.03"
+    return TranslationScores(bleu=bleu_score, chrf=chrf_score, ribes=ribes, signatures=signatures)

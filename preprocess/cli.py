@@ -116,6 +116,12 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--spm-model", default=None, metavar="FILE",
                         help="an existing sentencepiece model; without it one joint model is "
                              "trained on the train source + target text")
+    parser.add_argument("--spm-train-pairs", type=int, default=50000, metavar="N",
+                        help="train sentencepiece on at most N train pairs: a fixed random "
+                             "sample (random.Random(1)) when the train split has more, as "
+                             "the trainer holds every sentence it is given, so that memory "
+                             "does not grow with the corpus (at 440,000 pairs it held 1.67 GB "
+                             "against 0.52 at 50,000); 0: all pairs (default: %(default)s)")
     parser.add_argument("--vocab-size", type=int, default=8000,
                         help="vocabulary size of the trained sentencepiece model (a soft "
                              "limit, so tiny corpora work) (default: %(default)s)")

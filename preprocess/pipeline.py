@@ -71,7 +71,7 @@ def run(args) -> None:
                 # beside the parser's workers one sentencepiece thread: more threads only
                 # spin (2 threads cost 3x the CPU time of 1 on Multi30k, for the same model)
                 sp, model_path, trained = sentencepiece_model(
-                    args, splits[0].files, folders.work,
+                    args, splits[0], folders.work,
                     threads=1 if parsing.concurrent else None)
                 parsing.collect()
                 computed = eflomal_links(aligner, splits)

@@ -18,14 +18,34 @@ from .read import SplitData, SplitFiles, eflomal_splits, source_words, target_wo
 logger = logging.getLogger("fairseq_syntax_preprocess")
 
 
-def train_sentencepiece(train: SplitFiles, model_prefix: str, vocab_size: int,
-                        model_type: str, character_coverage: float, threads: int) -> str:
-    """Train one joint sentencepiece model on the train source + target text, read line
-    by line into the trainer (which keeps its own copy of the sentences)."""
+SPM_SAMPLE_SEED = 1
+
+
+def sampled_lines(path: str, keep: Optional[set]):
+    """The lines of ``path`` (whitespace normalised) whose 0-based index is in ``keep``
+    (all when ``keep`` is None), read one at a time."""
+    for i, line in enumerate(iter_text_lines(path)):
+        if keep is None or i in keep:
+            yield " ".join(line.split())
+
+
+def train_sentencepiece(train: SplitFiles, pairs: int, max_pairs: int, model_prefix: str,
+                        vocab_size: int, model_type: str, character_coverage: float,
+                        threads: int) -> str:
+    """Train one joint sentencepiece model on the train source + target text of at most
+    ``max_pairs`` of the split's ``pairs`` (a fixed sample, ``random.Random(1)``, when it
+    has more: the trainer keeps its own copy of every sentence it is given), read line by
+    line into the trainer."""
+    import random
+
     import sentencepiece as spm
 
-    sentences = (" ".join(line.split()) for line in itertools.chain(
-        iter_text_lines(train.source), iter_text_lines(train.target)))
+    keep = None
+    if 0 < max_pairs < pairs:
+        keep = set(random.Random(SPM_SAMPLE_SEED).sample(range(pairs), max_pairs))
+        logger.info("sentencepiece trains on a fixed sample of %d of the %d train pairs "
+                    "(--spm-train-pairs)", max_pairs, pairs)
+    sentences = itertools.chain(sampled_lines(train.source, keep), sampled_lines(train.target, keep))
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=sentences,
@@ -45,19 +65,21 @@ def train_sentencepiece(train: SplitFiles, model_prefix: str, vocab_size: int,
     return model_prefix + ".model"
 
 
-def sentencepiece_model(args, train: SplitFiles, work: str,
+def sentencepiece_model(args, train: SplitData, work: str,
                         threads: Optional[int] = None) -> Tuple[object, str, bool]:
     """``(processor, model path, trained)``: ``--spm-model``, or a model trained on the
-    train split into ``work`` with ``threads`` threads (default ``--workers``)."""
+    train split (at most ``--spm-train-pairs`` of it) into ``work`` with ``threads`` threads
+    (default ``--workers``)."""
     import sentencepiece as spm
 
     if args.spm_model is not None:
         model_path, trained = args.spm_model, False
     else:
         logger.info("training a %s sentencepiece model (vocab size %d) on %s + %s",
-                    args.spm_model_type, args.vocab_size, train.source, train.target)
+                    args.spm_model_type, args.vocab_size, train.files.source, train.files.target)
         model_path = train_sentencepiece(
-            train, os.path.join(work, "spm"), args.vocab_size, args.spm_model_type,
+            train.files, train.sentences, args.spm_train_pairs, os.path.join(work, "spm"),
+            args.vocab_size, args.spm_model_type,
             args.character_coverage, args.workers if threads is None else threads,
         )
         trained = True

@@ -120,6 +120,9 @@ def build_manifest(args, splits: Sequence[SplitData], encoded: Sequence[SplitSum
             "from": spm_source,
             "model_type": args.spm_model_type if trained else None,
             "requested_vocab_size": args.vocab_size if trained else None,
+            # --spm-train-pairs: the size of the fixed sample it trained on, None for all
+            "train_sample": (args.spm_train_pairs if trained
+                             and 0 < args.spm_train_pairs < splits[0].sentences else None),
         },
         "projection": PROJECTION_RULE,
         "words": WORDS_RULE,

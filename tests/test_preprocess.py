@@ -629,6 +629,37 @@ def test_chunk_size_does_not_change_the_data_bin(tmp_path, monkeypatch, ptb):
     assert "test.de-en.de.tree.bin" in built[7] and "valid.align.de-en.bin" in built[7]
 
 
+def test_sentencepiece_trains_on_a_fixed_sample(tmp_path):
+    """``--spm-train-pairs 20`` of 61 train pairs: the model has the pieces sentencepiece's
+    own trainer gives on the pairs ``random.Random(1).sample`` picks, and the manifest
+    records the sample; with 0 it trains on all of them."""
+    import sentencepiece as spm
+
+    corpus, dest = tmp_path / "corpus", tmp_path / "bin"
+    corpus.mkdir()
+    write_corpus(str(corpus), "train", 61, seed=11)
+    args = base_args(str(corpus), str(dest)) + ["--vocab-size", "60", "--workers", "1"]
+
+    def pieces(model):
+        sp = spm.SentencePieceProcessor(model_file=str(model))
+        return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+    keep = sorted(random.Random(1).sample(range(61), 20))
+    text = {lang: (corpus / f"train.{lang}").read_text(encoding="utf-8").splitlines()
+            for lang in (SRC, TGT)}
+    sample = [" ".join(text[lang][i].split()) for lang in (SRC, TGT) for i in keep]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sample), model_prefix=str(tmp_path / "reference"), vocab_size=60,
+        model_type="unigram", hard_vocab_limit=False, character_coverage=0.9995, num_threads=1,
+        minloglevel=1)
+    _preprocess_in_process(args + ["--spm-train-pairs", "20"])
+    assert pieces(dest / "spm.model") == pieces(tmp_path / "reference.model")
+    assert json.loads((dest / "syntax_manifest.json").read_text())["spm"]["train_sample"] == 20
+    _preprocess_in_process(args + ["--spm-train-pairs", "0", "--force"])
+    assert json.loads((dest / "syntax_manifest.json").read_text())["spm"]["train_sample"] is None
+    assert pieces(dest / "spm.model") != pieces(tmp_path / "reference.model")
+
+
 def test_one_chunk_of_projected_rows_held_at_once(tmp_path, monkeypatch):
     """Memory does not grow with the corpus: through a hook on the projection, no more
     than one chunk's rows (heads, words, tree) are alive at any time."""

@@ -46,7 +46,7 @@ def delta_chart(path: str, title: str,
     """One bar per method: its Δ and 95 % interval (``rows``: label, Δ, low, high,
     significant); significant ones in a strong colour, the others grey."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.38 * max(1, len(rows))))
+    fig, ax = plt.subplots(figsize=(7, 1.5 + 0.38 * max(1, len(rows))))  # title, axis, rows
     for y, (label, delta, low, high, significant) in enumerate(reversed(rows)):
         color = "tab:blue" if significant else "tab:gray"
         err = None if low is None else [[delta - low], [high - delta]]

@@ -53,17 +53,6 @@ class TokenDictionary:
         self.indices: Dict[str, int] = {s: i for i, s in enumerate(symbols)}
 
     @classmethod
-    def build(cls, token_lines: Iterable[Sequence[str]]) -> "TokenDictionary":
-        """What fairseq's ``Dictionary.add_file_to_dictionary`` + ``finalize`` give for
-        these lines (each a list of tokens)."""
-        counter: Counter = Counter()
-        n_lines = 0
-        for tokens in token_lines:
-            counter.update(tokens)
-            n_lines += 1
-        return cls.from_counts(counter, n_lines)
-
-    @classmethod
     def from_counts(cls, tokens: Counter, n_lines: int) -> "TokenDictionary":
         """:meth:`build` from the lines' token counts and their number."""
         counter = Counter(tokens)
@@ -185,24 +174,3 @@ def alignment_items(links: Sequence[Sequence[Sequence[int]]]) -> Tuple[np.ndarra
     flat = np.fromiter((v for sentence in links for pair in sentence for v in pair),
                        dtype=np.int64, count=int(sizes.sum()))
     return flat, sizes
-
-
-def binarize_splits(destdir: str, splits: Sequence[tuple], src: str, tgt: str,
-                    joined_dictionary: bool) -> Dict[str, TokenDictionary]:
-    """fairseq-preprocess for already tokenised splits: ``splits`` holds
-    ``(name, source_token_lines, target_token_lines)`` with the train split first.
-    Writes ``dict.{src,tgt}.txt`` and ``{name}.{src}-{tgt}.{lang}.bin/.idx``."""
-    os.makedirs(destdir, exist_ok=True)
-    train = splits[0]
-    if joined_dictionary:
-        joined = TokenDictionary.build(list(train[1]) + list(train[2]))
-        dicts = {src: joined, tgt: joined}
-    else:
-        dicts = {src: TokenDictionary.build(train[1]), tgt: TokenDictionary.build(train[2])}
-    for lang in (src, tgt):
-        dicts[lang].save(os.path.join(destdir, f"dict.{lang}.txt"))
-    for name, source_lines, target_lines in splits:
-        for lang, lines in ((src, source_lines), (tgt, target_lines)):
-            write_token_dataset(os.path.join(destdir, f"{name}.{src}-{tgt}.{lang}"),
-                                dicts[lang], lines)
-    return dicts

@@ -561,7 +561,24 @@ def test_token_binaries_are_fairseqs(tmp_path, joined):
     """The direct writer's dictionaries and token binaries are byte for byte what
     fairseq-preprocess writes: count ties, unknown tokens in valid, an empty line, a
     vocabulary to pad to a multiple of 8, and uint32 items past 65,500 symbols."""
-    from fairseq_syntax_preprocess.fairseq_binary import binarize_splits
+    from fairseq_syntax_preprocess import stream
+
+    def write_token_binaries(destdir, work, splits):
+        """The pipeline's own last step: counts and piece lines as the chunk loop leaves them."""
+        destdir.mkdir()
+        work.mkdir()
+        summaries = []
+        for name, source_lines, target_lines in splits:
+            summary = stream.SplitSummary(name, aligned=False, sentences=len(source_lines))
+            for lang, lines, counts in ((SRC, source_lines, summary.source_counts),
+                                        (TGT, target_lines, summary.target_counts)):
+                with open(stream.piece_path(str(work), name, lang), "w", encoding="utf-8",
+                          newline="\n") as f:
+                    f.writelines(" ".join(line) + "\n" for line in lines)
+                for line in lines:
+                    counts.update(line)
+            summaries.append(summary)
+        stream.write_token_binaries(str(destdir), str(work), summaries, SRC, TGT, joined)
 
     rng = random.Random(5)
     small = ["▁a", "b", "▁c", "é", "▁Ü", "z", "y", "▁x", "<unk>", "</s>", "madeupword0001"]
@@ -579,7 +596,7 @@ def test_token_binaries_are_fairseqs(tmp_path, joined):
         case.mkdir()
         reference = _fairseq_preprocess(case, splits, joined)
         ours = case / "ours"
-        binarize_splits(str(ours), splits, SRC, TGT, joined)
+        write_token_binaries(ours, case / "work", splits)
         names = sorted(p.name for p in reference.iterdir() if p.name != "preprocess.log")
         assert sorted(p.name for p in ours.iterdir()) == names
         for name in names:

@@ -9,17 +9,22 @@ grow-diag-final-and (:mod:`fairseq_syntax.syntax.symmetrize`).
 
 Lowercasing is eflomal's own (its vocabulary is lowercased); tokens are the
 whitespace tokens of the text, the same words the parse and the subword projection use.
+Nothing here holds the corpus: the text goes to eflomal through files, and the links come
+back one sentence pair at a time (:func:`symmetrised_links`); what eflomal's own reader
+holds while it indexes the text (a small integer array per sentence) is eflomal's.
 """
+import itertools
 import logging
 import os
 import signal
-import tempfile
 import threading
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line
 from fairseq_syntax.syntax.symmetrize import grow_diag_final_and
+from fairseq_syntax.syntax.text_io import iter_text_lines
 
 logger = logging.getLogger("fairseq_syntax_preprocess")
 
@@ -47,6 +52,17 @@ def _import_eflomal():
     return eflomal
 
 
+@dataclass
+class AlignedFiles:
+    """What eflomal was given (one whitespace-tokenised sentence per line) and wrote (one
+    Pharaoh line per pair, source index first, in both directions)."""
+
+    source: str
+    target: str
+    forward: str
+    reverse: str
+
+
 def _plain_links(line: str, n_src: int, n_tgt: int) -> Optional[List[Link]]:
     """The links of a line of ASCII ``i-j`` tokens within the sentence lengths (what
     eflomal writes), 3x faster than :func:`parse_pharaoh_line`; None for anything else."""
@@ -61,89 +77,93 @@ def _plain_links(line: str, n_src: int, n_tgt: int) -> Optional[List[Link]]:
     return links
 
 
-def _read_links(path: str, src: Sequence[Sequence[str]], tgt: Sequence[Sequence[str]],
-                what: str) -> List[List[Link]]:
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if len(lines) != len(src):
-        raise RuntimeError(
-            f"eflomal wrote {len(lines)} {what} alignment lines for {len(src)} sentence pairs"
-        )
-    out = []
-    for k, line in enumerate(lines):
-        links = _plain_links(line, len(src[k]), len(tgt[k]))
-        if links is not None:
-            out.append(links)
-            continue
-        try:  # something unexpected: the careful parser names the bad link
-            out.append(parse_pharaoh_line(line, len(src[k]), len(tgt[k])))
-        except ValueError as err:  # eflomal truncates nothing we feed it; be loud anyway
-            raise RuntimeError(f"eflomal {what} alignment of pair {k + 1}: {err}") from None
-    return out
+def _links(line: str, n_src: int, n_tgt: int, what: str, pair: int) -> List[Link]:
+    links = _plain_links(line, n_src, n_tgt)
+    if links is not None:
+        return links
+    try:  # something unexpected: the careful parser names the bad link
+        return parse_pharaoh_line(line, n_src, n_tgt)
+    except ValueError as err:  # eflomal truncates nothing we feed it; be loud anyway
+        raise RuntimeError(f"eflomal {what} alignment of pair {pair}: {err}") from None
 
 
-def align_eflomal(
-    source: Sequence[Sequence[str]],
-    target: Sequence[Sequence[str]],
-    workdir: Optional[str] = None,
-    n_samplers: int = 3,
-    rel_iterations: float = 1.0,
-) -> Tuple[List[List[Link]], List[List[Link]], List[List[Link]]]:
-    """Align a word-level corpus with eflomal in both directions and symmetrise it.
+def write_sentences(path: str, texts: Sequence[str]) -> int:
+    """Write the whitespace-normalised lines of the text files ``texts``, one after the
+    other, to ``path`` (what eflomal reads), one line at a time; the number of lines."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as out:
+        for text in texts:
+            for line in iter_text_lines(text):
+                out.write(" ".join(line.split()) + "\n")
+                n += 1
+    return n
 
-    ``source``/``target``: the sentences as lists of words (the whitespace tokens of the
-    text), same length. Returns ``(symmetrised, forward, reverse)``, each a list of
-    sorted ``(source, target)`` links per sentence pair.
-    """
-    if len(source) != len(target):
-        raise ValueError(f"{len(source)} source but {len(target)} target sentences")
+
+def align_files(source: str, target: str, workdir: str, n_samplers: int = 3,
+                rel_iterations: float = 1.0) -> AlignedFiles:
+    """Align the sentence pairs of two text files (whitespace-tokenised, one sentence per
+    line) with eflomal in both directions; the two link files are written into
+    ``workdir``."""
     eflomal = _import_eflomal()
-    with tempfile.TemporaryDirectory(prefix="eflomal-", dir=workdir) as tmp:
-        src_path = os.path.join(tmp, "source.txt")
-        tgt_path = os.path.join(tmp, "target.txt")
-        fwd_path = os.path.join(tmp, "forward.align")
-        rev_path = os.path.join(tmp, "reverse.align")
-        for path, sents in ((src_path, source), (tgt_path, target)):
-            with open(path, "w", encoding="utf-8") as f:
-                for words in sents:
-                    f.write(" ".join(words) + "\n")
-        aligner = eflomal.Aligner(n_samplers=n_samplers, rel_iterations=rel_iterations)
-        with open(src_path, encoding="utf-8") as s, open(tgt_path, encoding="utf-8") as t:
-            aligner.align(s, t, links_filename_fwd=fwd_path, links_filename_rev=rev_path,
-                          quiet=True)
-        forward = _read_links(fwd_path, source, target, "forward")
-        reverse = _read_links(rev_path, source, target, "reverse")
-    symmetrised = [
-        grow_diag_final_and(f, r, len(s), len(t))
-        for f, r, s, t in zip(forward, reverse, source, target)
-    ]
-    return symmetrised, forward, reverse
+    files = AlignedFiles(source, target, os.path.join(workdir, "forward.align"),
+                         os.path.join(workdir, "reverse.align"))
+    aligner = eflomal.Aligner(n_samplers=n_samplers, rel_iterations=rel_iterations)
+    with open(source, encoding="utf-8") as s, open(target, encoding="utf-8") as t:
+        aligner.align(s, t, links_filename_fwd=files.forward,
+                      links_filename_rev=files.reverse, quiet=True)
+    return files
+
+
+def symmetrised_links(files: AlignedFiles, skip: int = 0,
+                      count: Optional[int] = None) -> Iterator[List[Link]]:
+    """The grow-diag-final-and symmetrisation of the two directions' links, one sentence
+    pair at a time, for the ``count`` pairs after the first ``skip`` (all by default);
+    the links are checked against the sentences' lengths."""
+    with open(files.source, encoding="utf-8") as s, open(files.target, encoding="utf-8") as t, \
+            open(files.forward, encoding="utf-8") as f, open(files.reverse, encoding="utf-8") as r:
+        stop = None if count is None else skip + count
+        n = 0
+        for k, (sl, tl, fl, rl) in enumerate(itertools.islice(zip(s, t, f, r), skip, stop),
+                                             skip + 1):
+            n_src, n_tgt = len(sl.split()), len(tl.split())
+            yield grow_diag_final_and(_links(fl, n_src, n_tgt, "forward", k),
+                                      _links(rl, n_src, n_tgt, "reverse", k), n_src, n_tgt)
+            n += 1
+    if count is not None and n != count:
+        raise RuntimeError(f"eflomal wrote alignments for {skip + n} sentence pairs, not "
+                           f"{skip + count}")
 
 
 class BackgroundAlignment:
-    """Run :func:`align_eflomal` in a thread: eflomal's sampler is an external program,
-    so its work overlaps with whatever the caller does (this is not a second mechanism of
-    parallelism in the pipeline, just a program waited for). :meth:`result` joins and
-    re-raises errors; :meth:`abort` ends the sampler, which would outlive this process."""
+    """Align the concatenation of some splits (their source and target text files) with
+    eflomal in a thread: eflomal's sampler is an external program, so its work overlaps
+    with whatever the caller does (this is not a second mechanism of parallelism in the
+    pipeline, just a program waited for). :meth:`result` joins, re-raises errors and gives
+    the :class:`AlignedFiles`; :meth:`abort` ends the sampler, which would outlive this
+    process."""
 
-    def __init__(self, source, target, workdir=None, **kwargs):
-        self._result = None
+    def __init__(self, sources: Sequence[str], targets: Sequence[str], workdir: str,
+                 **kwargs):
+        self._result: Optional[AlignedFiles] = None
         self._error: Optional[BaseException] = None
         self._thread = threading.Thread(
-            target=self._run, args=(source, target, workdir), kwargs=kwargs,
+            target=self._run, args=(sources, targets, workdir), kwargs=kwargs,
             name="eflomal", daemon=True,
         )
         self._thread.start()
 
-    def _run(self, source, target, workdir, **kwargs):
+    def _run(self, sources, targets, workdir, **kwargs):
         try:
-            self._result = align_eflomal(source, target, workdir, **kwargs)
+            folder = os.path.join(workdir, "eflomal")
+            os.makedirs(folder, exist_ok=True)
+            source, target = os.path.join(folder, "source.txt"), os.path.join(folder, "target.txt")
+            write_sentences(source, sources)
+            write_sentences(target, targets)
+            self._result = align_files(source, target, folder, **kwargs)
         except BaseException as err:  # re-raised in the caller's thread
             self._error = err
 
-    def result(self):
+    def result(self) -> AlignedFiles:
         self._thread.join()
         if self._error is not None:
             raise self._error

@@ -18,7 +18,7 @@ from fairseq_syntax.syntax import constituency
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, iter_conllu_trees
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line
-from fairseq_syntax.syntax.text_io import iter_decoded_lines, iter_text_lines
+from fairseq_syntax.syntax.text_io import iter_decoded_lines, iter_text_lines, iter_words
 
 Link = Tuple[int, int]
 
@@ -128,11 +128,6 @@ def _check_words(files: SplitFiles, k: int, tokens: List[str], tree: ParsedSente
     )
 
 
-def _words(path: str) -> Iterator[List[str]]:
-    """The whitespace tokens of each line of a text file (checked or checking)."""
-    return (line.split() for line in iter_text_lines(path))
-
-
 def _count_lines(path: str, allow_empty: bool = False) -> int:
     return sum(1 for _ in iter_text_lines(path, allow_empty))
 
@@ -167,13 +162,13 @@ def check_split(files: SplitFiles, align_required: bool, read_parse: bool = True
     if not n:
         raise SyntaxInputError(f"no sentences (split {files.name})", files.source)
     if files.ptb is not None:
-        constituency.check_bracketed_file(files.ptb, _words(files.source), files.source)
+        constituency.check_bracketed_file(files.ptb, iter_words(files.source), files.source)
     if align_path is not None:
         _check_count(files.source, n, "lines", align_path,
                      _count_lines(align_path, allow_empty=True), "lines")
         for k, (line, source, target) in enumerate(zip(
-                iter_text_lines(align_path, allow_empty=True), _words(files.source),
-                _words(files.target))):
+                iter_text_lines(align_path, allow_empty=True), iter_words(files.source),
+                iter_words(files.target))):
             try:
                 parse_pharaoh_line(line, len(source), len(target))
             except ValueError as err:
@@ -190,7 +185,7 @@ def _check_parse(files: SplitFiles, n: int) -> None:
         pass
     count, extra_line, mismatch = 0, None, None
     for k, (tree, tokens) in enumerate(itertools.zip_longest(iter_conllu_trees(files.parse),
-                                                             _words(files.source))):
+                                                             iter_words(files.source))):
         if tree is None:
             break
         count += 1
@@ -212,7 +207,7 @@ def read_pairs(data: SplitData, trees: Iterable[ParsedSentence],
     """The checked split's sentence pairs one by one, with ``trees`` (the parses, in order)
     and ``alignments`` (computed ones; by default those of the alignment file, if any)."""
     files = data.files
-    sources, targets = _words(files.source), _words(files.target)
+    sources, targets = iter_words(files.source), iter_words(files.target)
     word_trees = (constituency.iter_word_trees(files.ptb) if files.ptb is not None
                   else itertools.repeat(None))
     lines = (iter_text_lines(files.align, allow_empty=True)
@@ -236,23 +231,14 @@ def parse_trees(data: SplitData, parsed: bool) -> Iterator[ParsedSentence]:
     return iter_conllu_trees(data.files.parse)
 
 
-def source_words(data: SplitData) -> List[List[str]]:
-    """All the split's source sentences as word lists (what the parser and eflomal take)."""
-    return list(_words(data.files.source))
-
-
-def target_words(data: SplitData) -> List[List[str]]:
-    """All the split's target sentences as word lists (what eflomal takes)."""
-    return list(_words(data.files.target))
-
-
 @dataclass
 class Parsing:
     """--parser: the splits to parse, handed to the parser's worker processes at once
     (:meth:`start`), their trees written to the CoNLL-U cache later (:meth:`collect`)
     while the main process trains sentencepiece in between; no workers (``--workers 1``):
     parsed in :meth:`collect`. The parser pool is the run's one mechanism for
-    parallelism. The splits' words are held until they are parsed."""
+    parallelism. The workers read the source text a chunk at a time; the trees that
+    arrive before :meth:`collect` wait in the pool."""
 
     parser: object = None  # SpacyParser, or None without --parser
     splits: List[SplitData] = field(default_factory=list)  # those not in the cache
@@ -260,9 +246,7 @@ class Parsing:
     batch_size: int = 256
     pool: object = None  # ParserPool while started
     streams: list = field(default_factory=list)
-    #: split name -> its source sentences (word lists), for the splits to parse
-    words: dict = field(default_factory=dict)
-    #: split name -> the parses a killed run left (``{cache}.partial``), not parsed again
+    #: split name -> how many sentences a killed run left parsed (``{cache}.partial``)
     resumed: dict = field(default_factory=dict)
 
     @classmethod
@@ -276,22 +260,18 @@ class Parsing:
         from .spacy_parse import load_cached, resume_parses
 
         parser = SpacyParser(args.parser)
-        to_parse, words = [], {}
+        to_parse = []
         for data in splits:
-            sentences = source_words(data)
-            data.parse_reused = load_cached(parser, data.files.source, sentences,
-                                            data.files.parse,
-                                            desc=f"parse {data.files.name}") is not None
+            data.parse_reused = load_cached(parser, data.files.source, data.sentences,
+                                            data.files.parse, desc=f"parse {data.files.name}")
             if not data.parse_reused:
                 to_parse.append(data)
-                words[data.files.name] = sentences
-        resumed = {d.files.name: resume_parses(parser, d.files.source, words[d.files.name],
+        resumed = {d.files.name: resume_parses(parser, d.files.source, d.sentences,
                                                d.files.parse, desc=f"parse {d.files.name}")
                    for d in to_parse}
         if to_parse:
             parser.nlp  # loaded now, so that the forked workers inherit it
-        return cls(parser, to_parse, args.workers, args.parse_batch_size, words=words,
-                   resumed=resumed)
+        return cls(parser, to_parse, args.workers, args.parse_batch_size, resumed=resumed)
 
     @property
     def concurrent(self) -> bool:
@@ -306,17 +286,16 @@ class Parsing:
         return self
 
     def start(self) -> None:
-        self.streams = [(d, self.pool.imap(self.words[d.files.name][
-                                               len(self.resumed.get(d.files.name, ())):],
+        self.streams = [(d, self.pool.imap(iter_words(d.files.source,
+                                                      self.resumed[d.files.name]),
                                            self.batch_size), time.time())
                         for d in self.splits]
 
     def collect(self) -> None:
         """Read each split's trees and write its CoNLL-U cache, close the pool."""
         for data, stream, started in self.streams:
-            parse_split(data, self.words.pop(data.files.name), self.parser, self.workers,
-                        self.batch_size, stream, started,
-                        resumed=self.resumed.pop(data.files.name, ()))
+            parse_split(data, self.parser, self.workers, stream, started,
+                        resumed=self.resumed.pop(data.files.name))
         if self.pool is not None:
             self.pool.close()
 
@@ -326,25 +305,21 @@ class Parsing:
         return False
 
 
-def parse_split(data: SplitData, sentences: Sequence[List[str]], parser, workers: int,
-                batch_size: int, stream=None, started: Optional[float] = None,
-                resumed: Sequence[ParsedSentence] = ()) -> None:
-    """Parse one split's source (``sentences``) with spaCy (or read the trees of
-    ``stream``, what :meth:`ParserPool.imap` returned for the sentences after ``resumed``,
-    the parses a killed run left) and write its CoNLL-U cache."""
+def parse_split(data: SplitData, parser, workers: int, stream, started: float,
+                resumed: int) -> None:
+    """Read the trees of ``stream`` (what :meth:`ParserPool.imap` returned for the split's
+    source after its first ``resumed`` lines, the parses a killed run left) and write the
+    split's CoNLL-U cache."""
     from .spacy_parse import parse_and_cache
 
     try:
-        trees = parse_and_cache(parser, data.files.source, sentences, data.files.parse,
-                                workers=workers, batch_size=batch_size,
-                                desc=f"parse {data.files.name}", stream=stream,
-                                started=started, resumed=resumed)
+        parse_and_cache(parser, data.files.source, data.sentences, data.files.parse,
+                        workers=workers, desc=f"parse {data.files.name}", stream=stream,
+                        started=started, resumed=resumed)
     except ValueError as err:
         if isinstance(err, SyntaxInputError):
             raise
         raise SyntaxInputError(f"parsing failed: {err}", data.files.source) from None
-    for k, tree in enumerate(trees):
-        _check_words(data.files, k, sentences[k], tree)
 
 
 def eflomal_splits(splits: Sequence[SplitData]) -> List[SplitData]:

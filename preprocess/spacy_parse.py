@@ -4,7 +4,7 @@ The spaCy parser itself (one tree per line, on the line's own words; worker proc
 is :mod:`fairseq_syntax.syntax.spacy_parser`, shared with raw input to
 ``fairseq-interactive``.
 
-* **Cache.** :func:`parse_with_cache` writes the parses as CoNLL-U whose first line is
+* **Cache.** :func:`parse_and_cache` writes the parses as CoNLL-U whose first line is
   ``# fairseq_syntax_parse = {json}`` (parser name, package, version, spaCy version,
   SHA-256 of the text file); a later run with the same parser and the same text reads
   the file instead of parsing.
@@ -26,14 +26,14 @@ import logging
 import os
 import sys
 import time
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, Optional
 
 from fairseq_syntax.data.side_files import file_sha256
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, format_conllu
 from fairseq_syntax.syntax.dependency import validate_heads
 from fairseq_syntax.syntax.errors import SyntaxInputError
-from fairseq_syntax.syntax.spacy_parser import ParserPool, SpacyParser
-from fairseq_syntax.syntax.text_io import atomic_text_file
+from fairseq_syntax.syntax.spacy_parser import ParserPool, SpacyParser, iter_parses
+from fairseq_syntax.syntax.text_io import iter_text_lines, iter_words
 
 logger = logging.getLogger("fairseq_syntax_preprocess")
 
@@ -80,23 +80,10 @@ def _header_line(header: dict) -> str:
     return CACHE_HEADER + json.dumps(header, sort_keys=True) + "\n"
 
 
-def write_cache(path: str, trees: Sequence[ParsedSentence], header: dict) -> None:
-    """Write ``trees`` as CoNLL-U with the header line, atomically (temp file + rename)."""
-    with atomic_text_file(path) as out:
-        out.write(_header_line(header))
-        for tree in trees:
-            out.write(format_conllu(tree.words, tree.heads, tree.deprels))
-
-
-def read_cache_trees(path: str) -> List[ParsedSentence]:
-    """All the trees of a cache file (see :func:`iter_cache_trees`)."""
-    return list(iter_cache_trees(path))
-
-
 def iter_cache_trees(path: str) -> Iterator[ParsedSentence]:
-    """The trees of a cache file written by :func:`write_cache`, one by one (fast: no
-    general CoNLL-U parser). Raises ``ValueError`` on anything :func:`write_cache` does
-    not write, and on a sentence that is not a tree."""
+    """The trees of a cache file written by :func:`parse_and_cache`, one by one (fast: no
+    general CoNLL-U parser). Raises ``ValueError`` on anything it does not write, and on
+    a sentence that is not a tree."""
     words: List[str] = []
     heads: List[int] = []
     rels: List[str] = []
@@ -125,17 +112,29 @@ def iter_cache_trees(path: str) -> Iterator[ParsedSentence]:
         yield ParsedSentence(words, heads, rels, start)
 
 
-def load_cached(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
-                cache: str, desc: str = "parse") -> Optional[List[ParsedSentence]]:
-    """The cached parses of ``sentences`` (the words of ``text_path``) when ``cache`` was
-    written by the same parser (same :meth:`ParserInfo.identity`) for the same text (same
-    SHA-256 and words); None when it has to be parsed (again). Never loads the pipeline.
+def _same_words(trees: Iterable[ParsedSentence], text_path: str) -> int:
+    """How many of ``trees`` there are, when each has the words of its line of
+    ``text_path`` (there may be fewer trees than lines); -1 at the first that has not."""
+    n = 0
+    for tree, words in zip(trees, iter_words(text_path)):
+        if tree.words != words:
+            return -1
+        n += 1
+    return n
+
+
+def load_cached(parser: SpacyParser, text_path: str, n_sentences: int, cache: str,
+                desc: str = "parse") -> bool:
+    """Whether ``cache`` holds the parses of the ``n_sentences`` lines of ``text_path``
+    by this parser (same :meth:`ParserInfo.identity`, SHA-256 of the text and words),
+    read one tree at a time; False when it has to be parsed (again). Never loads the
+    pipeline.
 
     A file at ``cache`` without the header line (say a gold parse) is never overwritten:
     that raises :class:`SyntaxInputError`.
     """
     if not os.path.exists(cache):
-        return None
+        return False
     header = read_cache_header(cache)
     if header is None:
         raise SyntaxInputError(
@@ -145,31 +144,30 @@ def load_cached(parser: SpacyParser, text_path: str, sentences: Sequence[Sequenc
         )
     if (header.get("parser") == parser.info.identity()
             and header.get("source_sha256") == file_sha256(text_path)
-            and header.get("sentences") == len(sentences)):
+            and header.get("sentences") == n_sentences):
         try:
-            trees = read_cache_trees(cache)
+            same = _same_words(iter_cache_trees(cache), text_path)
         except ValueError as err:
             logger.warning("%s: cannot reuse %s (%s); parsing again", desc, cache, err)
         else:
-            if len(trees) == len(sentences) and all(
-                    t.words == list(w) for t, w in zip(trees, sentences)):
+            if same == n_sentences:
                 logger.info("%s: reusing the parses in %s", desc, cache)
-                return trees
+                return True
     logger.info("%s: %s was made by another parser or for another text; parsing again",
                 desc, cache)
-    return None
+    return False
 
 
-def resume_parses(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
-                  cache: str, desc: str = "parse") -> List[ParsedSentence]:
-    """The parses a killed run left in ``{cache}.partial`` for these ``sentences`` (the
-    words of ``text_path``) with this parser: its complete sentences, the file cut after
-    the last of them; ``[]`` when there is none, or when it was made by another parser or
-    for another text (it is removed then). Never loads the pipeline."""
+def resume_parses(parser: SpacyParser, text_path: str, n_sentences: int, cache: str,
+                  desc: str = "parse") -> int:
+    """How many sentences a killed run parsed into ``{cache}.partial`` for the
+    ``n_sentences`` lines of ``text_path`` with this parser: its complete sentences, the
+    file cut after the last of them; 0 when there is none, or when it was made by another
+    parser or for another text (it is removed then). Never loads the pipeline."""
     partial = partial_path(cache)
     if not os.path.isfile(partial):
-        return []
-    head = _header_line(cache_header(parser, text_path, len(sentences))).encode("utf-8")
+        return 0
+    head = _header_line(cache_header(parser, text_path, n_sentences)).encode("utf-8")
     with open(partial, "rb") as f:
         matches = f.readline() == head
         end = offset = len(head)
@@ -178,47 +176,38 @@ def resume_parses(parser: SpacyParser, text_path: str, sentences: Sequence[Seque
                 offset += len(raw)
                 if raw == b"\n":
                     end = offset
-    trees: List[ParsedSentence] = []
+    kept = -1
     if matches:
         try:
             os.truncate(partial, end)
-            trees = read_cache_trees(partial)
+            kept = _same_words(iter_cache_trees(partial), text_path)
         except (OSError, ValueError, UnicodeDecodeError) as err:
             logger.warning("%s: cannot resume from %s (%s)", desc, partial, err)
-            matches = False
-        else:
-            matches = len(trees) <= len(sentences) and all(
-                t.words == list(w) for t, w in zip(trees, sentences))
-    if not matches:
+    if kept < 0:
         logger.info("%s: %s was left by a run with another parser or text; parsing from the "
                     "start", desc, partial)
         os.unlink(partial)
-        return []
-    for tree in trees:  # as the parser gives them: from no file
-        tree.line = 0
-    logger.info("%s: resuming after the %d sentences parsed in %s", desc, len(trees), partial)
-    return trees
+        return 0
+    logger.info("%s: resuming after the %d sentences parsed in %s", desc, kept, partial)
+    return kept
 
 
-def parse_and_cache(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
-                    cache: str, workers: int = 1, batch_size: int = 256, desc: str = "parse",
-                    pool: Optional[ParserPool] = None, stream=None,
-                    started: Optional[float] = None,
-                    resumed: Sequence[ParsedSentence] = ()) -> List[ParsedSentence]:
-    """Parse ``sentences`` and write them to ``cache`` (with the header line), in chunks
-    through ``{cache}.partial`` (see the module's docstring). ``resumed``: the parses of
-    the first sentences, from :func:`resume_parses` (then ``stream``, if given, holds
-    those of the rest). ``stream``: see :func:`parse_words`; ``started``: when the
-    workers started on ``stream`` (for the log)."""
+def parse_and_cache(parser: SpacyParser, text_path: str, n_sentences: int, cache: str,
+                    workers: int = 1, batch_size: int = 256, desc: str = "parse",
+                    stream=None, started: Optional[float] = None, resumed: int = 0) -> None:
+    """Parse the ``n_sentences`` lines of ``text_path`` after the first ``resumed`` (those
+    :func:`resume_parses` kept) and write the trees to ``cache`` (with the header line) as
+    they come, in chunks through ``{cache}.partial`` (see the module's docstring); no
+    more than a chunk of trees is held. ``stream``: what :meth:`ParserPool.imap` returned
+    for those lines; ``started``: when the workers started on it (for the log)."""
     start = time.time() if started is None else started
-    trees: List[ParsedSentence] = list(resumed)
     partial = partial_path(cache)
-    if trees:
+    if resumed:
         out = open(partial, "a", encoding="utf-8")
     else:
         os.makedirs(os.path.dirname(os.path.abspath(partial)), exist_ok=True)
         out = open(partial, "w", encoding="utf-8")
-        out.write(_header_line(cache_header(parser, text_path, len(sentences))))
+        out.write(_header_line(cache_header(parser, text_path, n_sentences)))
     pending: List[ParsedSentence] = []
 
     def flush() -> None:
@@ -227,40 +216,31 @@ def parse_and_cache(parser: SpacyParser, text_path: str, sentences: Sequence[Seq
         os.fsync(out.fileno())
         pending.clear()
 
-    def arrived(new: Sequence[ParsedSentence]) -> None:
-        trees.append(new[-1])
-        pending.append(new[-1])
-        if len(pending) >= RESUME_CHUNK:
-            flush()
-
+    pool = None
     try:
-        parser.parse(sentences[len(trees):], workers=workers, batch_size=batch_size,
-                     desc=desc, pool=pool, on_tree=arrived, stream=stream)
+        if stream is None:
+            pool = ParserPool(parser.nlp, workers)
+            stream = pool.imap(iter_words(text_path, resumed), batch_size)
+        for tree in iter_parses(stream, n_sentences - resumed, desc):
+            pending.append(tree)
+            if len(pending) >= RESUME_CHUNK:
+                flush()
         flush()
+        if pool is not None:
+            pool.close()
     except BaseException:
         with contextlib.suppress(OSError, ValueError):  # keep what was parsed
             flush()
         raise
     finally:
         out.close()
+        if pool is not None:
+            pool.__exit__(None, None, None)
     os.replace(partial, cache)
     info = parser.info
     logger.info("%s: parsed %d sentences with %s %s in %.1f s (%d workers)", desc,
-                len(trees) - len(resumed), info.package, info.version, time.time() - start,
+                n_sentences - resumed, info.package, info.version, time.time() - start,
                 workers)
-    return trees
-
-
-def parse_with_cache(parser: SpacyParser, text_path: str, sentences: Sequence[Sequence[str]],
-                     cache: str, workers: int = 1, batch_size: int = 256, desc: str = "parse",
-                     pool: Optional[ParserPool] = None) -> Tuple[List[ParsedSentence], bool]:
-    """:func:`load_cached`, else :func:`parse_and_cache`. Returns ``(trees, reused)``."""
-    trees = load_cached(parser, text_path, sentences, cache, desc)
-    if trees is not None:
-        return trees, True
-    return parse_and_cache(parser, text_path, sentences, cache, workers, batch_size, desc,
-                           pool, resumed=resume_parses(parser, text_path, sentences, cache,
-                                                       desc)), False
 
 
 # --------------------------------------------------------------------------- command line
@@ -287,20 +267,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=logging.INFO, stream=sys.stderr)
-    from fairseq_syntax.syntax.text_io import read_text_lines
-
     start = time.time()
     try:
         handle = SpacyParser(args.parser)
-        sentences = [line.split() for line in read_text_lines(args.text)]
+        n = sum(1 for _ in iter_text_lines(args.text))
         output = args.output or args.text + ".conllu"
-        trees = parse_and_cache(handle, args.text, sentences, output, workers=args.workers,
-                                batch_size=args.parse_batch_size,
-                                resumed=resume_parses(handle, args.text, sentences, output))
+        parse_and_cache(handle, args.text, n, output, workers=args.workers,
+                        batch_size=args.parse_batch_size,
+                        resumed=resume_parses(handle, args.text, n, output))
     except SyntaxInputError as err:
         print(f"spacy_parse: error: {err}", file=sys.stderr)
         return 1
-    logger.info("parsed %d sentences in %.1f s (whole command, %d workers)", len(trees),
+    logger.info("parsed %d sentences in %.1f s (whole command, %d workers)", n,
                 time.time() - start, args.workers)
     return 0
 

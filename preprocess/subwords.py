@@ -6,14 +6,14 @@ import itertools
 import logging
 import os
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from fairseq_syntax.syntax.annotate import encode_words
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.text_io import iter_text_lines
 
-from .eflomal_align import SYMMETRISATION, BackgroundAlignment
-from .read import SplitData, SplitFiles, eflomal_splits, source_words, target_words
+from .eflomal_align import SYMMETRISATION, BackgroundAlignment, Link, symmetrised_links
+from .read import SplitData, SplitFiles, eflomal_splits
 
 logger = logging.getLogger("fairseq_syntax_preprocess")
 
@@ -158,30 +158,29 @@ def encode_chunk(sp, files: SplitFiles, first: int, sources: Sequence[List[str]]
 
 def start_eflomal(args, splits: Sequence[SplitData], work: str) -> Optional[BackgroundAlignment]:
     """--align eflomal: start aligning the train and valid splits (eflomal's sampler is
-    an external program, run from a thread; it is given their words, held until it is
-    done); None otherwise."""
+    an external program, run from a thread, reading their text from files); None
+    otherwise."""
     if getattr(args, "align", None) != "eflomal":
         return None
     to_align = eflomal_splits(splits)
     logger.info("aligning %s with eflomal (both directions, %s)",
                 " + ".join(d.files.name for d in to_align), SYMMETRISATION)
     return BackgroundAlignment(
-        [w for d in to_align for w in source_words(d)],
-        [w for d in to_align for w in target_words(d)],
+        [d.files.source for d in to_align], [d.files.target for d in to_align],
         workdir=work, n_samplers=getattr(args, "eflomal_samplers", 1),
         rel_iterations=getattr(args, "eflomal_iterations", 0.5),
     )
 
 
 def eflomal_links(aligner: Optional[BackgroundAlignment],
-                  splits: Sequence[SplitData]) -> Dict[str, list]:
-    """Wait for eflomal: split name -> its symmetrised links per sentence pair ({} without
-    --align eflomal)."""
+                  splits: Sequence[SplitData]) -> Dict[str, Iterator[List[Link]]]:
+    """Wait for eflomal: split name -> its symmetrised links, one sentence pair at a time
+    (read from eflomal's files as they are taken; {} without --align eflomal)."""
     if aligner is None:
         return {}
-    links = aligner.result()[0]
+    files = aligner.result()
     out, start = {}, 0
     for data in eflomal_splits(splits):
-        out[data.files.name] = links[start:start + data.sentences]
+        out[data.files.name] = symmetrised_links(files, skip=start, count=data.sentences)
         start += data.sentences
     return out

@@ -716,8 +716,9 @@ def test_one_chunk_of_projected_rows_held_at_once(tmp_path, monkeypatch):
 
 
 class _FakeParser:
-    """Stands for a SpacyParser in the parse cache's tests: a chain tree per sentence;
-    ``kill_after`` sentences into a call it raises, as a killed run stops."""
+    """Stands for a SpacyParser in the parse cache's tests: :meth:`stream` stands for
+    ``ParserPool.imap`` over a text file's lines, a chain tree per sentence; ``kill_after``
+    sentences into a stream it raises, as a killed run stops."""
 
     def __init__(self, name="fake", kill_after=None):
         from fairseq_syntax.syntax.spacy_parser import ParserInfo
@@ -725,22 +726,20 @@ class _FakeParser:
         self.info = ParserInfo(name=name, package=name, version="1.0", spacy_version="3",
                                lang="xx", fingerprint="f")
         self.kill_after = kill_after
-        self.asked = []  # the sentences each call was given
+        self.asked = []  # the sentences each stream was given
 
-    def parse(self, sentences, workers=1, batch_size=256, desc="parse", pool=None,
-              on_tree=None, stream=None, progress=False):
+    def stream(self, text, skip=0):
         from fairseq_syntax.syntax.conllu_io import ParsedSentence
+        from fairseq_syntax.syntax.text_io import iter_words
 
-        self.asked.append([list(s) for s in sentences])
-        out = []
-        for words in sentences:
-            if self.kill_after is not None and len(out) == self.kill_after:
+        asked = []
+        self.asked.append(asked)
+        for words in iter_words(text, skip):
+            if self.kill_after is not None and len(asked) == self.kill_after:
                 raise KeyboardInterrupt
-            out.append(ParsedSentence(list(words), [-1] + list(range(len(words) - 1)),
-                                      ["dep"] * len(words), 0))
-            if on_tree is not None:
-                on_tree(out)
-        return out
+            asked.append(words)
+            yield ParsedSentence(words, [-1] + list(range(len(words) - 1)),
+                                 ["dep"] * len(words), 0), False
 
 
 def test_killed_parse_resumes_where_it_stopped(tmp_path, monkeypatch):
@@ -754,31 +753,34 @@ def test_killed_parse_resumes_where_it_stopped(tmp_path, monkeypatch):
     text = tmp_path / "train.xx"
     text.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
     whole = tmp_path / "whole.conllu"
-    spacy_parse.parse_and_cache(_FakeParser(), str(text), sentences, str(whole))
+    parser = _FakeParser()
+    spacy_parse.parse_and_cache(parser, str(text), 20, str(whole), stream=parser.stream(text))
     assert not os.path.exists(str(whole) + ".partial")
 
     cache = tmp_path / "cache" / "train.xx.conllu"
     partial = str(cache) + ".partial"
+    killed = _FakeParser(kill_after=7)
     with pytest.raises(KeyboardInterrupt):
-        spacy_parse.parse_and_cache(_FakeParser(kill_after=7), str(text), sentences, str(cache))
+        spacy_parse.parse_and_cache(killed, str(text), 20, str(cache), stream=killed.stream(text))
     assert not cache.exists() and os.path.exists(partial)
     with open(partial, "a", encoding="utf-8") as f:  # killed mid-write: half a sentence
         f.write("# text = w7 b\n1\tw7\t_\t_\t_\t_\t0\tdep\t_\t_\n")
     parser = _FakeParser()
-    assert spacy_parse.load_cached(parser, str(text), sentences, str(cache)) is None
-    resumed = spacy_parse.resume_parses(parser, str(text), sentences, str(cache))
-    assert [t.words for t in resumed] == sentences[:7]
-    trees = spacy_parse.parse_and_cache(parser, str(text), sentences, str(cache),
-                                        resumed=resumed)
+    assert not spacy_parse.load_cached(parser, str(text), 20, str(cache))
+    resumed = spacy_parse.resume_parses(parser, str(text), 20, str(cache))
+    assert resumed == 7
+    spacy_parse.parse_and_cache(parser, str(text), 20, str(cache),
+                                stream=parser.stream(text, resumed), resumed=resumed)
     assert parser.asked == [sentences[7:]]  # only the rest was parsed
-    assert [t.words for t in trees] == sentences
     assert cache.read_bytes() == whole.read_bytes()
     assert not os.path.exists(partial)
+    assert spacy_parse.load_cached(parser, str(text), 20, str(cache))
+    assert not spacy_parse.load_cached(_FakeParser("other"), str(text), 20, str(cache))
 
     # what another parser (or text) left is not reused, and removed
+    other = _FakeParser("other", kill_after=5)
     with pytest.raises(KeyboardInterrupt):
-        spacy_parse.parse_and_cache(_FakeParser("other", kill_after=5), str(text), sentences,
-                                    str(tmp_path / "b.conllu"))
-    assert spacy_parse.resume_parses(parser, str(text), sentences,
-                                     str(tmp_path / "b.conllu")) == []
+        spacy_parse.parse_and_cache(other, str(text), 20, str(tmp_path / "b.conllu"),
+                                    stream=other.stream(text))
+    assert spacy_parse.resume_parses(parser, str(text), 20, str(tmp_path / "b.conllu")) == 0
     assert not os.path.exists(str(tmp_path / "b.conllu") + ".partial")

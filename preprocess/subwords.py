@@ -12,7 +12,7 @@ from fairseq_syntax.syntax.annotate import encode_words
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.text_io import iter_text_lines
 
-from .eflomal_align import SYMMETRISATION, BackgroundAlignment, Link, symmetrised_links
+from .eflomal_align import SYMMETRISATION, EflomalRun, Link, symmetrised_links
 from .read import SplitData, SplitFiles, eflomal_splits
 
 logger = logging.getLogger("fairseq_syntax_preprocess")
@@ -156,23 +156,22 @@ def encode_chunk(sp, files: SplitFiles, first: int, sources: Sequence[List[str]]
     return out
 
 
-def start_eflomal(args, splits: Sequence[SplitData], work: str) -> Optional[BackgroundAlignment]:
-    """--align eflomal: start aligning the train and valid splits (eflomal's sampler is
-    an external program, run from a thread, reading their text from files); None
-    otherwise."""
+def start_eflomal(args, splits: Sequence[SplitData], work: str) -> Optional[EflomalRun]:
+    """--align eflomal: start aligning the train and valid splits (eflomal runs as a
+    process of its own, reading their text from files); None otherwise."""
     if getattr(args, "align", None) != "eflomal":
         return None
     to_align = eflomal_splits(splits)
     logger.info("aligning %s with eflomal (both directions, %s)",
                 " + ".join(d.files.name for d in to_align), SYMMETRISATION)
-    return BackgroundAlignment(
+    return EflomalRun(
         [d.files.source for d in to_align], [d.files.target for d in to_align],
         workdir=work, n_samplers=getattr(args, "eflomal_samplers", 1),
         rel_iterations=getattr(args, "eflomal_iterations", 0.5),
     )
 
 
-def eflomal_links(aligner: Optional[BackgroundAlignment],
+def eflomal_links(aligner: Optional[EflomalRun],
                   splits: Sequence[SplitData]) -> Dict[str, Iterator[List[Link]]]:
     """Wait for eflomal: split name -> its symmetrised links, one sentence pair at a time
     (read from eflomal's files as they are taken; {} without --align eflomal)."""

@@ -294,13 +294,14 @@ def test_alignment_binaries_are_fairseqs(parsed_databin, tmp_path):
 
 
 def test_eflomal_both_directions_symmetrised(parsed_corpus, tmp_path):
-    """eflomal on the text files; the links streamed pair by pair (a slice of them too)
-    are grow-diag-final-and of the two directions it wrote, within the sentences."""
-    from fairseq_syntax_preprocess.eflomal_align import align_files, symmetrised_links
+    """eflomal-align on the text files; the links streamed pair by pair (a slice of them
+    too) are grow-diag-final-and of the two directions it wrote, within the sentences;
+    aborted, it leaves no process behind."""
+    from fairseq_syntax_preprocess.eflomal_align import EflomalRun, symmetrised_links
     from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line
 
-    files = align_files(str(parsed_corpus / "valid.en"), str(parsed_corpus / "valid.vf"),
-                        str(tmp_path))
+    files = EflomalRun([str(parsed_corpus / "valid.en")], [str(parsed_corpus / "valid.vf")],
+                       str(tmp_path)).result()
     src = [l.split() for l in (parsed_corpus / "valid.en").read_text(encoding="utf-8").splitlines()]
     tgt = [l.split() for l in (parsed_corpus / "valid.vf").read_text(encoding="utf-8").splitlines()]
     forward = [parse_pharaoh_line(l, len(s), len(t)) for l, s, t in zip(
@@ -319,6 +320,13 @@ def test_eflomal_both_directions_symmetrised(parsed_corpus, tmp_path):
     assert list(symmetrised_links(files, skip=3, count=5)) == sym[3:8]
     with pytest.raises(RuntimeError, match=f"alignments for {len(src)} sentence pairs, not"):
         list(symmetrised_links(files, skip=3, count=len(src)))
+
+    run = EflomalRun([str(parsed_corpus / "train.en")] * 20, [str(parsed_corpus / "train.vf")] * 20,
+                     str(tmp_path / "aborted"), n_samplers=2, rel_iterations=4)
+    run.abort()
+    assert run._process.poll() is not None
+    with pytest.raises(ProcessLookupError):  # its sampler went with its process group
+        os.killpg(run._process.pid, 0)
 
 
 def test_second_run_reuses_the_parse_cache(parsed_databin, parsed_corpus, tiny_parser,

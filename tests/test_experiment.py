@@ -2,6 +2,7 @@
 outputs it wrote, one JSON record per finished run, a second invocation skips what is
 done, and the table's mean ± sd and markers are numpy's over the records."""
 import json
+import logging
 import os
 import re
 
@@ -456,7 +457,10 @@ def test_a_rendering_without_methods_keeps_the_transformer_familys_open_rows(tmp
     with open(methods.record_path(str(records_dir), "syntax_transformer", 1), "w") as f:
         json.dump(_record(args, corpora.corpus_description(args), "syntax_transformer", 1,
                           {"bleu": 30.0}), f)
+    logging.getLogger().setLevel(logging.DEBUG)  # as importing fairseq's models leaves it
     assert experiment.main(argv) == 0
+    # so the figures print no matplotlib DEBUG lines (thousands of them)
+    assert logging.getLogger("matplotlib.font_manager").getEffectiveLevel() == logging.INFO
     rows = _table(_section(results, "multi30k"))
     family = methods.method_keys(methods.select_methods("transformer"))
     assert [rows[k][1] for k in family] == ["30.00"] + ["not run yet"] * (len(family) - 1)

@@ -62,6 +62,7 @@ Examples::
 """
 import argparse
 import concurrent.futures
+import logging
 import os
 import shlex
 import sys
@@ -274,6 +275,10 @@ def transformer_recipe(parser, args) -> dict:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
+    # importing fairseq's models runs logging.basicConfig(level=DEBUG) (in
+    # fairseq/models/wav2vec/wav2vec2_classification.py): without this, every figure
+    # printed thousands of matplotlib DEBUG lines
+    logging.getLogger().setLevel(logging.INFO)
     argv_used = list(sys.argv[1:] if argv is None else argv)
     command = shlex.join(["fairseq-syntax-experiment", *argv_used])
     methods = select_methods(args.methods)

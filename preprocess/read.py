@@ -15,7 +15,11 @@ from typing import Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tup
 import numpy as np
 
 from fairseq_syntax.syntax import constituency
-from fairseq_syntax.syntax.conllu_io import ParsedSentence, iter_conllu_trees
+from fairseq_syntax.syntax.conllu_io import (
+    ParsedSentence,
+    iter_checked_conllu_trees,
+    iter_conllu_trees,
+)
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.pharaoh import parse_pharaoh_line
 from fairseq_syntax.syntax.text_io import iter_decoded_lines, iter_text_lines, iter_words
@@ -222,13 +226,14 @@ def read_pairs(data: SplitData, trees: Iterable[ParsedSentence],
 
 
 def parse_trees(data: SplitData, parsed: bool) -> Iterator[ParsedSentence]:
-    """The split's parses one by one: the CoNLL-U given, or with ``parsed`` (--parser)
-    the cache :class:`Parsing` wrote or reused."""
+    """The split's parses one by one: the CoNLL-U given (read fast: :func:`check_split`
+    has checked it), or with ``parsed`` (--parser) the cache :class:`Parsing` wrote or
+    reused."""
     if parsed:
         from .spacy_parse import iter_cache_trees
 
         return iter_cache_trees(data.files.parse)
-    return iter_conllu_trees(data.files.parse)
+    return iter_checked_conllu_trees(data.files.parse)
 
 
 @dataclass

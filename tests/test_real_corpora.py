@@ -164,6 +164,30 @@ def test_one_tree_per_line_on_the_lines_words(tiny_parser):
     assert parser.info.components == ["parser"]
 
 
+def test_parser_pool_paths_agree_on_a_stream(tiny_parser, monkeypatch):
+    """ParserPool.imap reads any iterable a chunk at a time: in process, in forked
+    workers, and with spaCy's own processes (no fork) it gives the same trees, in order."""
+    import multiprocessing
+
+    from fairseq_syntax.syntax.spacy_parser import ParserPool, SpacyParser
+
+    lines = (TWO_SENTENCE_LINES + ["A", "The dog barks at the cat .", "Dr. Smith met Mrs. Jones ."]) * 3
+    nlp = SpacyParser(tiny_parser).nlp
+
+    def parse(workers):
+        with ParserPool(nlp, workers) as pool:
+            out = [(t.words, t.heads, t.deprels, fixed)
+                   for t, fixed in pool.imap((line.split() for line in lines), batch_size=4)]
+            pool.close()
+        return out
+
+    alone = parse(1)
+    assert [words for words, *_ in alone] == [line.split() for line in lines]
+    assert parse(2) == alone
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert parse(2) == alone
+
+
 def _preprocess_error(argv, capsys):
     """Run fairseq-syntax-preprocess in process; return its one-line error."""
     from fairseq_syntax_preprocess import cli

@@ -183,3 +183,27 @@ def test_unknown_language_and_ja_mecab_misuse_are_named():
         load_tokenizer("spacy", "zz")
     with pytest.raises(SyntaxInputError, match="tokenises Japanese only"):
         load_tokenizer("ja-mecab", "en")
+
+
+def test_invisible_format_characters_are_removed(tmp_path):
+    """KFTT's Japanese holds U+200E marks that MeCab makes words of their own, which
+    sentencepiece then deletes (the preprocessor refuses such a word): the tokeniser
+    removes Unicode Cf characters (direction marks, zero-width space, soft hyphen, BOM)
+    but keeps ZWNJ and ZWJ, which choose letter forms, and counts what it removed."""
+    from fairseq_syntax.syntax.word_tokenizers import load_tokenizer, tokenize_lines
+
+    stats = {}
+    lines = ["京都\u200e大学\u200bは\u00ad国立", "می\u200cخواهم \ufeffok"]
+    mecab = load_tokenizer("ja-mecab", "ja")
+    words = list(tokenize_lines(mecab, lines[:1], stats=stats))
+    assert words == list(mecab(["京都大学は国立"])) and "".join(words[0]) == "京都大学は国立"
+    assert stats["invisible_removed"] == 3
+    words = list(tokenize_lines(load_tokenizer("spacy", "fa"), lines[1:], stats=stats))
+    assert words == [["می\u200cخواهم", "ok"]]
+    assert stats["invisible_removed"] == 4
+    raw = tmp_path / "raw.ja"
+    raw.write_text("平安\u200e時代\n", encoding="utf-8")  # MeCab: 平安 | U+200E | 時代
+    result = run_cli(["fairseq-syntax-tokenize", "tokenize", "--lang", "ja", "--tokenizer",
+                      "ja-mecab", str(raw), str(tmp_path / "tok.ja")])
+    assert (tmp_path / "tok.ja").read_text(encoding="utf-8") == "平安 時代\n"
+    assert "1 invisible format characters removed" in result.stderr

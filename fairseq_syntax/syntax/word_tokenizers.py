@@ -17,6 +17,7 @@
 import html
 import json
 import re
+import unicodedata
 from collections import defaultdict
 from typing import Callable, Dict, Iterable, Iterator, List, Sequence, Tuple
 
@@ -39,6 +40,22 @@ def unescape_entities(line: str) -> Tuple[str, bool]:
     if _ENTITY.search(line):
         return html.unescape(line), True
     return line, False
+
+
+# ZERO WIDTH NON-JOINER and JOINER choose letter forms in Persian, Indic scripts and emoji
+KEPT_FORMAT_CHARACTERS = {"\u200c", "\u200d"}
+
+
+def remove_invisible(line: str) -> Tuple[str, int]:
+    """``(line without its invisible format characters, how many)``: Unicode category Cf
+    (direction marks such as U+200E, zero-width space, soft hyphen, byte order mark), but
+    for ZWNJ and ZWJ. A word made of them alone would be a word that sentencepiece's
+    normalisation deletes (KFTT's Japanese holds a few U+200E that MeCab makes words)."""
+    if line.isascii():
+        return line, 0
+    kept = "".join(c for c in line
+                   if c in KEPT_FORMAT_CHARACTERS or unicodedata.category(c) != "Cf")
+    return kept, len(line) - len(kept)
 
 
 def _spacy_tokenizer(lang: str, pipeline: str = None, batch_size: int = 1000) -> Tokenizer:
@@ -174,12 +191,14 @@ class GlueCounter:
 def tokenize_lines(tokenizer: Tokenizer, lines: Iterable[str], path: str = "<input>",
                    glue: GlueCounter = None, stats: Dict[str, int] = None,
                    chunk: int = 10000) -> Iterator[List[str]]:
-    """The words of each raw line (entities unescaped), in order, ``chunk`` lines at a
-    time; counts glue into ``glue``. A line without words is an error naming
-    ``path`` and the line; ``stats`` gets ``lines`` and ``unescaped``."""
+    """The words of each raw line (entities unescaped, invisible format characters
+    removed: :func:`remove_invisible`), in order, ``chunk`` lines at a time; counts glue
+    into ``glue``. A line without words is an error naming ``path`` and the line;
+    ``stats`` gets ``lines``, ``unescaped`` and ``invisible_removed``."""
     stats = {} if stats is None else stats
     stats.setdefault("lines", 0)
     stats.setdefault("unescaped", 0)
+    stats.setdefault("invisible_removed", 0)
     batch: List[str] = []
 
     def flush():
@@ -198,6 +217,8 @@ def tokenize_lines(tokenizer: Tokenizer, lines: Iterable[str], path: str = "<inp
     for line in lines:
         text, changed = unescape_entities(line.rstrip("\n"))
         stats["unescaped"] += changed
+        text, removed = remove_invisible(text)
+        stats["invisible_removed"] += removed
         batch.append(text)
         if len(batch) >= chunk:
             yield from flush()
@@ -209,7 +230,8 @@ def tokenize_file(input_path: str, output_path: str, lang: str, kind: str = SPAC
                   pipeline: str = None, glue_table: str = None) -> Dict[str, int]:
     """Tokenise ``input_path`` into ``output_path`` (``-``: stdin, stdout; a file is
     replaced only when every line tokenised); with ``glue_table``, write the glue
-    statistics there. Returns ``{"lines": n, "unescaped": n}`` and reports it on stderr."""
+    statistics there. Returns ``{"lines": n, "unescaped": n, "invisible_removed": n}`` and
+    reports it on stderr."""
     import sys
 
     from .text_io import atomic_text_file, iter_decoded_lines
@@ -231,5 +253,6 @@ def tokenize_file(input_path: str, output_path: str, lang: str, kind: str = SPAC
     if glue is not None:
         glue.write(glue_table)
     print(f"{name}: {stats['lines']} lines tokenised ({stats['unescaped']} with HTML entities "
-          f"unescaped) -> {output_path}", file=sys.stderr)
+          f"unescaped, {stats['invisible_removed']} invisible format characters removed) -> "
+          f"{output_path}", file=sys.stderr)
     return stats

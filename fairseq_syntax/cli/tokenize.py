@@ -5,7 +5,8 @@
     fairseq-syntax-tokenize tokenize --lang ja --tokenizer ja-mecab --glue-table glue.ja.json IN OUT
     fairseq-syntax-tokenize detokenize --glue-table glue.de.json IN OUT
 
-``tokenize`` unescapes HTML entities, then splits each line into words with a spaCy
+``tokenize`` unescapes HTML entities and removes invisible format characters (Unicode
+Cf, such as U+200E, but ZWNJ and ZWJ), then splits each line into words with a spaCy
 pipeline's tokenizer (``--pipeline``), ``spacy.blank(LANG)``'s (any language spaCy
 knows; Japanese needs ``sudachipy``), or sacreBLEU's ``ja-mecab`` (MeCab + IPAdic), and
 writes them separated by single spaces; ``--glue-table`` counts per word how often it

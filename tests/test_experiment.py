@@ -171,7 +171,13 @@ def test_experiment_table_equals_scorers(experiment_run):
     section = _section(results)
     assert "--methods attentional_rnn,sa_nmt_shared" in section  # the exact command
     rows = _table(section)
-    assert set(rows) == {"attentional_rnn", "sa_nmt_shared"}
+    # the corpus's other methods keep their rows, open
+    expected = methods.method_keys(methods.select_methods(
+        methods.DEFAULT_METHODS["synthetic"] + ",transformer"))
+    assert list(rows) == expected
+    assert {k for k, cells in rows.items() if cells[1] != "not run yet"} == {
+        "attentional_rnn", "sa_nmt_shared"}
+    rows = {k: rows[k] for k in ("attentional_rnn", "sa_nmt_shared")}
 
     raw = work / "raw"
     gold = read_gold_trees(str(raw / "test.en.conllu"))
@@ -418,6 +424,34 @@ def test_kftt_is_named_by_its_direction_with_its_own_budget(tmp_path, src, tgt):
     assert (args.updates, args.epochs, args.transformer["updates"]) == (3300, None, 2840)
     assert args.methods.split(",")[0] == "attentional_rnn"
     assert "lookahead_enc_dec" in args.methods.split(",")
+
+
+def test_kftt_records_of_two_data_bins_stay_apart(tmp_path):
+    """The KFTT preset's description (part of every record's settings) names the data-bin's
+    training pairs and vocabulary, read from its manifest; test and tune are its tests."""
+    bin_dir = tmp_path / "data-bin"
+    bin_dir.mkdir()
+    for sub in ("raw", "tok"):
+        (tmp_path / sub).mkdir()
+    (tmp_path / "tok" / "glue.ja.json").write_text("{}")
+    for name, subset in (("test", "test"), ("tune", "test1")):
+        (tmp_path / "raw" / f"{name}.ja").write_text("x\n")
+        (tmp_path / "tok" / f"{name}.ja").write_text("x\n")
+        (tmp_path / "tok" / f"{name}.en.conllu").write_text("")
+        (bin_dir / f"{subset}.en-ja.en.bin").write_bytes(b"")
+    descriptions = []
+    for pairs, vocab in ((34864, 8000), (87057, 16000)):
+        (bin_dir / "syntax_manifest.json").write_text(json.dumps(
+            {"source_lang": "en", "target_lang": "ja", "spm_vocab_size": vocab,
+             "splits": {"train": {"sentences": pairs}}}))
+        corpus = corpora.kftt_corpus(str(bin_dir))
+        assert [(t.name, t.subset) for t in corpus.test_sets] == [("test", "test"),
+                                                                  ("tune", "test1")]
+        assert corpus.bleu_tokenize == "ja-mecab"
+        descriptions.append(corpus.description)
+    assert descriptions == [
+        "KFTT en→ja (`examples/kftt/prepare.sh`; 34,864 training pairs, sentencepiece 8,000)",
+        "KFTT en→ja (`examples/kftt/prepare.sh`; 87,057 training pairs, sentencepiece 16,000)"]
 
 
 def test_gpu_runs_are_records_and_a_section_of_their_own(tmp_path):
@@ -950,7 +984,9 @@ def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
     section = _section(results)
     assert "### Transformer family" in section
     rows = _table(section)
-    assert set(rows) == set(keys)  # no RNN row: none selected, none recorded here
+    # the RNN family's rows stay open: none selected, none recorded here
+    assert {k for k, cells in rows.items() if cells[1] != "not run yet"} == set(keys)
+    assert "attentional_rnn" in rows
     raw = work / "raw"
     for key in keys:
         record = json.loads((records_dir / f"{methods.file_key(key)}.seed1.json").read_text())
@@ -1049,3 +1085,22 @@ def test_references_with_html_entities_are_unescaped_as_training_text_was(tmp_pa
         json.dump(spec, f)
     corpus = load_corpus(path)
     assert corpus.references(corpus.test_sets[0]) == ["Kyoto 's temples", "A & B"]
+
+
+def test_flattening_reads_each_backbones_last_epoch():
+    """Where no loss floor is known, the budget's check is the backbone's last epoch: its
+    relative fall in valid ppl per seed, flattened only when every seed's is under 2 %."""
+    def run(seed, curve):
+        return {"seed": seed, "scores": {"valid_ppl_by_epoch": curve}}
+
+    lines = tables.flattening_lines({
+        "attentional_rnn": [run(1, [30.0, 10.0, 9.9]), run(2, [30.0, 10.0, 9.0])],
+        "syntax_transformer": [run(1, [20.0, 8.0, 7.92])],
+        "sa_nmt_shared": [run(1, [30.0, 40.0])],  # not a backbone: no line
+        "lstm": [run(1, [5.0])]})
+    assert lines == [
+        "* Has `attentional_rnn` flattened? Valid ppl over its last epoch: 10.00 → 9.90 "
+        "(-1.0 %, seed 1), 10.00 → 9.00 (-10.0 %, seed 2): **still falling** (2 % or more "
+        "in the last epoch); a longer budget may change the table.",
+        "* Has `syntax_transformer` flattened? Valid ppl over its last epoch: 8.00 → 7.92 "
+        "(-1.0 %, seed 1): every seed under 2 %, flattened at this budget."]

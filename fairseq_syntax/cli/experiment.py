@@ -224,7 +224,7 @@ def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Na
         if name not in ("updates", "epochs") and getattr(args, name) is None:
             setattr(args, name, value)
     if args.methods is None:  # a rendering shows the Transformer family's open rows too
-        args.methods = DEFAULT_METHODS[args.preset] + (",transformer" if args.render_only else "")
+        args.methods = section_methods(args) if args.render_only else DEFAULT_METHODS[args.preset]
     if not args.render_only and args.transformer["lr_scheduler"] == "linear" \
             and not args.transformer["updates"] and any(
             m.family == "transformer" for m in select_methods(args.methods)):
@@ -283,6 +283,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     command = shlex.join(["fairseq-syntax-experiment", *argv_used])
     methods = select_methods(args.methods)
     keys = method_keys(methods)
+    if not args.render_only:  # the section keeps the open rows of the methods not run now
+        keys = list(dict.fromkeys(method_keys(select_methods(section_methods(args))) + keys))
     corpus = render_corpus(args) if args.render_only else None
     if not args.render_only:
         os.makedirs(args.workdir, exist_ok=True)
@@ -374,6 +376,12 @@ def run_summary(row) -> str:
     return "; ".join(parts + [*([f"AER {fmt(row.aer)}"] if row.aer is not None else []),
                               *([f"DA/UA {row.da:.1f}/{row.ua:.1f}"] if row.da is not None else []),
                               f"valid ppl {fmt(row.valid_ppl)}"])
+
+
+def section_methods(args) -> str:
+    """The methods a corpus section lists by default: the corpus's own and the
+    Transformer family (rows without records read ``not run yet``)."""
+    return DEFAULT_METHODS[args.preset] + ",transformer"
 
 
 def render_corpus(args):

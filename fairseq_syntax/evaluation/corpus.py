@@ -213,14 +213,17 @@ def kftt_corpus(databin: str, dest: Optional[str] = None) -> Corpus:
     """The data-bin of ``examples/kftt/prepare.sh`` (either direction, read from the
     manifest): KFTT's official test set (``test``) and its tune set (``test1``; dev is the
     validation set) where present;
-    Japanese output scored with sacreBLEU's ``ja-mecab`` tokenizer."""
+    Japanese output scored with sacreBLEU's ``ja-mecab`` tokenizer. The description names
+    the training pairs and the vocabulary, so that records of two data-bins stay apart."""
     dest = dest or os.path.dirname(os.path.abspath(databin))
     with open(os.path.join(databin, "syntax_manifest.json"), encoding="utf-8") as f:
         manifest = json.load(f)
     src, tgt = manifest["source_lang"], manifest["target_lang"]
     tests = recipe_test_sets(databin, dest, src, tgt, ("test", "tune"))
     corpus = Corpus(f"kftt-{src}-{tgt}", src, tgt, databin, tests,
-                    f"KFTT {src}→{tgt} (`examples/kftt/prepare.sh`)",
+                    f"KFTT {src}→{tgt} (`examples/kftt/prepare.sh`; "
+                    f"{manifest['splits']['train']['sentences']:,} training pairs, "
+                    f"sentencepiece {manifest['spm_vocab_size']:,})",
                     "glue:" + os.path.join(dest, "tok", f"glue.{tgt}.json"),
                     bleu_tokenization(tgt), ["ribes", "bleu_tok", "induced_trees"],
                     unescape_references=True)  # KFTT's raw text keeps &apos; and the like

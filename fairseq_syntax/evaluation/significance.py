@@ -31,8 +31,7 @@ class Delta:
 
     @property
     def significant(self) -> bool:
-        """p < 0.05 and the interval excludes 0 (PairedTest gives p = 1/1001 for two
-        systems whose every resample scores the same, e.g. identical translations)."""
+        """p < 0.05 and the interval excludes 0."""
         return self.p < ALPHA and (self.low > 0 or self.high < 0)
 
     def to_json(self) -> dict:
@@ -85,8 +84,12 @@ def paired_deltas(metric_name: str, backbone: Sequence[str], systems: Dict[str, 
         diffs = np.sort(np.array([metric._compute_score_from_stats(s.sum(0)).score
                                   for s in stats[idxs]]) - base_scores)
         cut = len(diffs) // 40
-        out[name] = Delta(result.score - base, float(diffs[cut]),
-                          float(diffs[len(diffs) - cut - 1]), float(result.p_value))
+        delta = result.score - base
+        # PairedTest counts resamples whose |Δ| exceeds the real one, plus one: 1/1001 where
+        # every resample scores the same (identical scores per sentence). No difference at
+        # all is p = 1.
+        p = 1.0 if delta == 0 and diffs[0] == diffs[-1] == 0 else float(result.p_value)
+        out[name] = Delta(delta, float(diffs[cut]), float(diffs[len(diffs) - cut - 1]), p)
     return out
 
 

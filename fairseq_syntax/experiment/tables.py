@@ -123,6 +123,31 @@ def convergence_lines(backbone: Sequence[dict]) -> List[str]:
                "change the table.")]
 
 
+FLAT = 2.0  # % : a backbone whose last epoch lowered valid ppl by less has flattened
+
+
+def flattening_lines(by_key: Dict[str, List[dict]]) -> List[str]:
+    """One bullet per backbone with a per-epoch curve: how much its last epoch lowered
+    valid ppl, per seed, and whether that is under ``FLAT`` % (the budget's check where
+    no loss floor is known)."""
+    lines = []
+    for key in (BACKBONE, TRANSFORMER_BACKBONE):
+        runs = [(r["seed"], r["scores"]["valid_ppl_by_epoch"]) for r in by_key.get(key, [])
+                if len(r["scores"].get("valid_ppl_by_epoch") or []) >= 2]
+        if not runs:
+            continue
+        drops = [(seed, curve[-2], curve[-1], 100.0 * (1 - curve[-1] / curve[-2]))
+                 for seed, curve in runs]
+        lines.append(
+            f"* Has `{key}` flattened? Valid ppl over its last epoch: "
+            + ", ".join(f"{a:.2f} → {b:.2f} ({-d:+.1f} %, seed {seed})" for seed, a, b, d in drops)
+            + (f": every seed under {FLAT:.0f} %, flattened at this budget."
+               if max(d for *_, d in drops) < FLAT else
+               f": **still falling** ({FLAT:.0f} % or more in the last epoch); a longer "
+               "budget may change the table."))
+    return lines
+
+
 def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, List[dict]],
                      args, description: str, failures: Sequence[str] = (),
                      comparisons: Optional[Comparisons] = None,
@@ -229,7 +254,8 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
            "above the floor no model can go below (`smoothed_loss_floor`: the entropy of the "
            "smoothed target). A run within 2 % of the floor is within 2 % of any longer "
            "run, so it has converged in issue 14's sense." if synthetic else ""),
-        *(convergence_lines(by_key.get(BACKBONE, [])) if synthetic else []),
+        *(convergence_lines(by_key.get(BACKBONE, [])) if synthetic else
+          flattening_lines(by_key)),
         "",
     ]
     tests = test_names(runs)

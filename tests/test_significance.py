@@ -1,0 +1,41 @@
+"""paired_deltas is sacreBLEU's PairedTest, with Δ's interval on the same resamples; where
+the two systems score the same on every sentence, p is 1, not PairedTest's 1/1001."""
+import numpy as np
+from sacrebleu.metrics import BLEU
+from sacrebleu.significance import PairedTest
+
+from fairseq_syntax.evaluation.significance import paired_deltas
+
+
+def _corpus(seed, n=80):
+    rng = np.random.default_rng(seed)
+    words = "a man dog runs the red ball on grass near water two women sit".split()
+    return [" ".join(rng.choice(words, size=rng.integers(4, 10))) for _ in range(n)]
+
+
+def _drop(sentences, share, seed):
+    rng = np.random.default_rng(seed)
+    return [" ".join(w for w in s.split() if rng.random() >= share) for s in sentences]
+
+
+def test_identical_scores_give_p_one_and_no_finding():
+    refs = _corpus(0)
+    base = _drop(refs, 0.3, 1)
+    _, res = PairedTest([("b", base), ("m", list(base))], {"bleu": BLEU()}, [refs],
+                        test_type="bs", n_samples=1000)()
+    assert res["BLEU"][1].p_value == 1 / 1001  # sacreBLEU's convention, which we correct
+    d = paired_deltas("bleu", base, {"same": list(base)}, refs)["same"]
+    assert (d.delta, d.low, d.high, d.p) == (0.0, 0.0, 0.0, 1.0)
+    assert not d.significant
+
+
+def test_different_systems_keep_paired_tests_p():
+    refs = _corpus(0)
+    base, better = _drop(refs, 0.4, 1), _drop(refs, 0.2, 2)
+    _, res = PairedTest([("b", base), ("m", better)], {"bleu": BLEU()}, [refs],
+                        test_type="bs", n_samples=1000)()
+    d = paired_deltas("bleu", base, {"m": better}, refs)["m"]
+    assert d.p == res["BLEU"][1].p_value < 0.05
+    assert d.delta == res["BLEU"][1].score - res["BLEU"][0].score > 0
+    assert 0 < d.low < d.delta < d.high
+    assert d.significant

@@ -1104,3 +1104,18 @@ def test_flattening_reads_each_backbones_last_epoch():
         "in the last epoch); a longer budget may change the table.",
         "* Has `syntax_transformer` flattened? Valid ppl over its last epoch: 8.00 → 7.92 "
         "(-1.0 %, seed 1): every seed under 2 %, flattened at this budget."]
+
+
+def test_read_records_notes_strays_but_not_the_significance_cache(tmp_path, capsys):
+    """A stray JSON file beside the records is named in a note; the paired tests' cache,
+    which every rendering writes there, is not a stray."""
+    record = {"method": "attentional_rnn", "seed": 1, "settings": {},
+              "scores": {"tests": {}}}
+    (tmp_path / "attentional_rnn.seed1.json").write_text(json.dumps(record))
+    (tmp_path / records.SIGNIFICANCE_CACHE).write_text("{}")
+    (tmp_path / "notes.json").write_text("[]")
+    found = records.read_records(str(tmp_path))
+    assert [(r["method"], r["seed"]) for r in found] == [("attentional_rnn", 1)]
+    err = capsys.readouterr().err
+    assert f"{tmp_path}/notes.json is not a run record" in err
+    assert "significance.json" not in err

@@ -10,10 +10,9 @@ from typing import Dict, List, Optional, Tuple
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.evaluation.significance import N_SAMPLES, Delta, paired_deltas
 
-from .records import hypotheses_path, read_hypotheses
+from .records import SIGNIFICANCE_CACHE as CACHE, hypotheses_path, read_hypotheses
 from .tools import write_atomically
 
-CACHE = "significance.json"
 # (method key, test set, score) -> {seed: Delta}
 Comparisons = Dict[Tuple[str, str, str], Dict[int, Delta]]
 

@@ -11,6 +11,9 @@ from typing import Dict, List, Optional
 from .methods import RECIPE_KEYS_ADDED, RECORD_FORMAT, Row
 from .tools import write_atomically
 
+# beside the records: the paired tests' cache of :mod:`.comparisons`, not a record
+SIGNIFICANCE_CACHE = "significance.json"
+
 
 def _version(*dists: str) -> Optional[str]:
     from importlib import metadata
@@ -207,12 +210,13 @@ def scores_by_test_set(record: dict) -> dict:
 
 
 def read_records(results_dir: str) -> List[dict]:
-    """Every run record in ``results_dir`` (other files are skipped with a note)."""
+    """Every run record in ``results_dir`` (other files are skipped with a note, but the
+    significance cache kept beside them)."""
     records = []
     if not os.path.isdir(results_dir):
         return records
     for name in sorted(os.listdir(results_dir)):
-        if not name.endswith(".json") or name.startswith("."):
+        if not name.endswith(".json") or name.startswith(".") or name == SIGNIFICANCE_CACHE:
             continue
         record = read_record(os.path.join(results_dir, name))
         if record is None:

@@ -35,9 +35,10 @@ DEFAULTS = {
                      encoder_hidden=256, decoder_hidden=512, dropout=0.3, lr=0.002,
                      clip_norm=5.0, label_smoothing=0.1, step_time_batches=8),
     # KFTT (issue 41 item 5): Multi30k's sizes; the budget is about 2 hours of one CPU core:
-    # the backbone took 2.2 CPU-seconds per update of 4000 tokens on the en-ja data-bin
-    # (train-100k after the length filter, 87,057 pairs, 707 updates per epoch), so 3300
-    # updates (4.7 epochs); whether its valid ppl has flattened there: docs/RESULTS.md
+    # the backbone took 2.2 CPU-seconds per update of 4000 tokens on the en-ja data-bin, so
+    # 3300 updates. Which training sample flattens the backbone's valid ppl there is open
+    # (train-100k: 4.7 epochs; a 40,000-pair sample: 9.5 epochs, still -6 % an epoch):
+    # examples/kftt/README.md, "The CPU subset"
     "kftt": dict(updates=3300, epochs=None, max_tokens=4000, embed_dim=256,
                  encoder_hidden=256, decoder_hidden=512, dropout=0.3, lr=0.002,
                  clip_norm=5.0, label_smoothing=0.1, step_time_batches=8),

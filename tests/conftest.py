@@ -18,6 +18,14 @@ TINY_MODEL = [
 ]
 
 
+def drop_words(sentences, share, seed):
+    """``sentences`` with about ``share`` of their words left out (a worse translation)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [" ".join(w for w in s.split() if rng.random() >= share) for s in sentences]
+
+
 def run_cli(args, cwd=None, check=True, **kwargs):
     """Run a console script (or ``python -m``) as a user would; return the CompletedProcess."""
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")

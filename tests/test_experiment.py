@@ -13,7 +13,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import label_smoothed_nll_l
 from fairseq.data import Dictionary
 from sacrebleu.metrics import BLEU, CHRF
 
-from conftest import TINY_MODEL, USER_DIR, run_cli
+from conftest import TINY_MODEL, USER_DIR, drop_words, run_cli
 from fairseq_syntax.cli import experiment
 from fairseq_syntax.cli.parity import get_parser as parity_parser
 from fairseq_syntax.evaluation.architectures import task_arch_args
@@ -323,12 +323,6 @@ def _corpus_file(tmp_path, refs_by_test):
     return str(path)
 
 
-def _drop_words(sentences, share, seed):
-    """``sentences`` with about ``share`` of their words left out (a worse translation)."""
-    rng = np.random.default_rng(seed)
-    return [" ".join(w for w in s.split() if rng.random() >= share) for s in sentences]
-
-
 def test_render_only_tests_each_method_against_its_backbone_with_paired_bootstrap(tmp_path):
     """Every cell of the difference table is sacreBLEU's own PairedTest on the kept
     translations (per seed) and a Student-t interval over seeds; bold only where
@@ -351,7 +345,7 @@ def test_render_only_tests_each_method_against_its_backbone_with_paired_bootstra
     hyps = {}
     for key, share in drop.items():
         for seed in (1, 2, 3):
-            hyps[key, seed] = {name: _drop_words(r, share, 100 * seed + len(key))
+            hyps[key, seed] = {name: drop_words(r, share, 100 * seed + len(key))
                                for name, r in refs.items()}
             scores = {"tests": {name: {"bleu": BLEU().corpus_score(h, [refs[name]]).score}
                                 for name, h in hyps[key, seed].items()},

@@ -4,6 +4,7 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
+from conftest import drop_words
 from fairseq_syntax.evaluation.significance import paired_deltas
 
 
@@ -13,14 +14,9 @@ def _corpus(seed, n=80):
     return [" ".join(rng.choice(words, size=rng.integers(4, 10))) for _ in range(n)]
 
 
-def _drop(sentences, share, seed):
-    rng = np.random.default_rng(seed)
-    return [" ".join(w for w in s.split() if rng.random() >= share) for s in sentences]
-
-
 def test_identical_scores_give_p_one_and_no_finding():
     refs = _corpus(0)
-    base = _drop(refs, 0.3, 1)
+    base = drop_words(refs, 0.3, 1)
     _, res = PairedTest([("b", base), ("m", list(base))], {"bleu": BLEU()}, [refs],
                         test_type="bs", n_samples=1000)()
     assert res["BLEU"][1].p_value == 1 / 1001  # sacreBLEU's convention, which we correct
@@ -31,7 +27,7 @@ def test_identical_scores_give_p_one_and_no_finding():
 
 def test_different_systems_keep_paired_tests_p():
     refs = _corpus(0)
-    base, better = _drop(refs, 0.4, 1), _drop(refs, 0.2, 2)
+    base, better = drop_words(refs, 0.4, 1), drop_words(refs, 0.2, 2)
     _, res = PairedTest([("b", base), ("m", better)], {"bleu": BLEU()}, [refs],
                         test_type="bs", n_samples=1000)()
     d = paired_deltas("bleu", base, {"m": better}, refs)["m"]

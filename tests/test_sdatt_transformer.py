@@ -3,6 +3,7 @@ interpolated distance rows and the log-space Gaussian against hand-worked number
 float64 reference from the definition, the whole cross-attention layer (single and double
 context) against a numpy computation from its parameters, half precision, incremental
 decoding, options, and the command lines."""
+import argparse
 import math
 import re
 
@@ -14,7 +15,9 @@ from conftest import run_cli
 from model_utils import build_model, incremental_log_probs
 from test_transformer_backbone import generate_test_split, transformer_train_args
 from fairseq_syntax.data.tree_tensors import EOS_DISTANCE, PAD_DISTANCE, word_distances
-from fairseq_syntax.modules.local_attention import distance_row
+from fairseq_syntax.modules.local_attention import (
+    SDATT_POSITION_LOGIT_SCALE, distance_row, position_logit_scale,
+)
 from fairseq_syntax.modules.syntax_distance_cross_attention import (
     distance_rows, syntax_distance_logits,
 )
@@ -221,7 +224,7 @@ def capture_cross_attention(model, layer=0):
 
 def numpy_cross_attention(attn, query, key, heads_k, n, sigma, double):
     """The layer from its parameters, in float64 numpy, one sentence, head and target
-    position at a time: logits q·k/√d; p = (J - 1)·sigmoid(v_h·tanh(W_h x)) over the words
+    position at a time: logits q·k/√d; p = (J - 1)·sigmoid(s·v_h·tanh(W_h x)) over the words
     (J: eos); the row M[p]
     interpolated between ⌊p⌋ and ⌊p⌋ + 1; syntax weights = softmax · exp(-M[p]²/2σ²) on N,
     renormalised. Returns the probabilities [B, H (+K), T, S] and the output [T, B, D]."""
@@ -248,7 +251,8 @@ def numpy_cross_attention(attn, query, key, heads_k, n, sigma, double):
                     glob[b, h, t, j] = soft[j] / sum(soft.values())
                 if h >= heads_k:
                     continue
-                logit = hidden[t, b, h * hd:(h + 1) * hd] @ f(attn.predictor.v)[h]
+                logit = attn.predictor.logit_scale * (hidden[t, b, h * hd:(h + 1) * hd]
+                                                      @ f(attn.predictor.v)[h])
                 p = max(J - 1, 0) / (1 + math.exp(-logit))  # the last word at most
                 lo = int(math.floor(p))
                 hi = min(lo + 1, J)
@@ -281,8 +285,9 @@ def test_cross_attention_layer_equals_numpy_from_the_definition(arch, heads_k, n
     torch.manual_seed(0)
     model = build_model(arch, sdatt_heads=heads_k, sdatt_distance=n, sdatt_sigma=sigma,
                         dropout=0.0, attention_dropout=0.0)
+    predictor = model.decoder.layers[1].encoder_attn.predictor
     with torch.no_grad():  # spread the predicted positions over the sentence
-        model.decoder.layers[1].encoder_attn.predictor.v.mul_(8.0)
+        predictor.v.mul_(8.0 / predictor.logit_scale)
     for layer in (0, 1):
         seen = capture_cross_attention(model, layer)
         attn = model.decoder.layers[layer].encoder_attn
@@ -337,6 +342,23 @@ def test_only_the_chosen_layers_and_heads_change():
     plain = plain.masked_fill(PADDING[:, None, None], float("-inf")).softmax(-1)
     torch.testing.assert_close(probs[:, 1], plain[:, 1])
     assert (probs[:, 0] - plain[:, 0]).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.05])
+def test_the_logit_scale_multiplies_each_heads_predictor_logit(scale):
+    """p = L·sigmoid(s·v_hᵀ tanh(W_h x)), per head, from the predictor's own parameters;
+    ``--position-logit-scale`` reaches every SDAtt layer's heads, and a checkpoint without
+    the option (trained before it) keeps the paper's s = 1."""
+    model = build_model("sdatt_double_transformer_tiny", position_logit_scale=scale)
+    predictor = model.decoder.layers[0].encoder_attn.predictor
+    assert [layer.encoder_attn.predictor.logit_scale for layer in model.decoder.layers] == [scale] * 2
+    torch.manual_seed(1)
+    query, last = torch.randn(5, 2, predictor.proj.in_features), torch.tensor([6, 3])
+    hidden = torch.tanh(query @ predictor.proj.weight.T).view(5, 2, predictor.heads, -1)
+    logit = torch.einsum("tbkd,kd->bkt", hidden, predictor.v)
+    want = last[:, None, None].float() * torch.sigmoid(scale * logit)
+    torch.testing.assert_close(predictor(query, last), want)
+    assert position_logit_scale(argparse.Namespace(), "syntax_directed") == 1.0
 
 
 def test_the_predictor_learns_through_the_interpolated_row():
@@ -413,6 +435,9 @@ def test_option_errors_name_the_option():
         model(src, lengths, prev)
     defaults = model.decoder.layers[1].encoder_attn
     assert (defaults.sdatt_heads, defaults.max_distance, defaults.sigma, defaults.double_context) == (2, 4.0, 2.0, False)
+    assert defaults.predictor.logit_scale == 1.0  # no option at all: a checkpoint from before it
+    parsed = build_model("sdatt_transformer_tiny", position_logit_scale=None)  # the parser's default
+    assert parsed.decoder.layers[1].encoder_attn.predictor.logit_scale == SDATT_POSITION_LOGIT_SCALE
     assert build_model("sdatt_double_transformer_tiny").decoder.layers[0].encoder_attn.double_context
 
 
@@ -427,6 +452,13 @@ def test_train_and_generate_through_the_command_lines(synthetic_databin, tmp_pat
     assert re.search(r"\[train\] syntax inputs: \['distances', 'heads'\]", log), log[-2000:]
     assert re.search(r"model: SDAttTransformerModel", log), log[-2000:]
     assert re.search(r"\| train \| .*\| loss [0-9.]+ \|.*\| num_updates 3 \|", log), log[-2000:]
+    # fairseq-train's own option default reaches every SDAtt layer of the saved model
+    from fairseq import checkpoint_utils
+    (model,), cfg, _ = checkpoint_utils.load_model_ensemble_and_task(
+        [str(tmp_path / "checkpoint_last.pt")], arg_overrides={"data": str(synthetic_databin)})
+    assert cfg.model.position_logit_scale is None
+    scales = [m.logit_scale for m in model.modules() if type(m).__name__ == "HeadPositionPredictor"]
+    assert scales == [SDATT_POSITION_LOGIT_SCALE] * (2 if arch == "sdatt_transformer_tiny" else 1)
     gen = generate_test_split(synthetic_databin, tmp_path)
     assert len(re.findall(r"^H-\d+\t-?[0-9.]+\t", gen, re.M)) == 37
     assert len(re.findall(r"^A-\d+\t", gen, re.M)) == 37

@@ -38,6 +38,9 @@ from fairseq_syntax.models.syntax_transformer import (
     syntax_transformer_tiny,
 )
 from fairseq_syntax.modules.chosen_layers import parse_layers
+from fairseq_syntax.modules.local_attention import (
+    POSITION_LOGIT_SCALE_HELP, SDATT_POSITION_LOGIT_SCALE, position_logit_scale,
+)
 from fairseq_syntax.modules.syntax_distance_cross_attention import SyntaxDistanceDecoder
 
 SDATT_CONTEXTS = ("single", "double")
@@ -78,6 +81,14 @@ class SDAttTransformerModel(SyntaxTransformerModel):
             help="'single': the chosen heads attend syntax-directed only (SDAtt); 'double': "
             "every head keeps its global context and the chosen heads add a syntax-directed "
             "context through a projection of their own (GlobalAtt+SDAtt, Chen et al. eq. 14)")
+        parser.add_argument(
+            # default given here, not in the architectures: fairseq's model options default
+            # to absent, and a checkpoint without the option (older) keeps the paper's 1
+            "--position-logit-scale", type=float, metavar="S", default=None,
+            help="each SDAtt head's position predictor: " + POSITION_LOGIT_SCALE_HELP
+            + f" (default: {SDATT_POSITION_LOGIT_SCALE}, as the RNN's SDAtt: with 1 the heads "
+            "saturated on KFTT en-ja, 22.7 %% of the valid steps at the first word and no "
+            "correlation with the target step after 3 epochs; docs/architectures.md)")
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
@@ -91,6 +102,7 @@ class SDAttTransformerModel(SyntaxTransformerModel):
             max_distance=option(cfg, "sdatt_distance", 4.0),
             sigma=safe_getattr(cfg, "sdatt_sigma", None),
             double_context=context == "double",
+            logit_scale=position_logit_scale(cfg, "syntax_directed"),
             no_encoder_attn=cfg.no_cross_attention,
             alignment_layer=safe_getattr(cfg, "alignment_layer", None),
             alignment_heads=safe_getattr(cfg, "alignment_heads", None),

@@ -33,6 +33,7 @@ from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
 from fairseq_syntax.modules.local_attention import (
     DEFAULT_GAUSSIAN_READING, GAUSSIAN_READINGS, POSITION_LOGIT_SCALE_HELP,
     SDATT_POSITION_LOGIT_SCALE, LocalAttentionLayer, LocalPWeights, SyntaxDirectedWeights,
+    position_logit_scale,
 )
 
 ATTENTION_TYPES = ChoiceEnum(
@@ -100,17 +101,6 @@ class SyntaxDirectedRNNConfig(AttentionalRNNConfig):
 
 def _value(option) -> str:
     return getattr(option, "value", option)
-
-
-def position_logit_scale(cfg, kind: str) -> float:
-    """``--position-logit-scale``, or its default for ``kind`` (``local_p``: 1, Luong's;
-    ``syntax_directed``: :data:`SDATT_POSITION_LOGIT_SCALE`); 1 for a checkpoint trained
-    before the option existed, as it was then."""
-    if not hasattr(cfg, "position_logit_scale"):
-        return 1.0
-    if cfg.position_logit_scale is None:
-        return SDATT_POSITION_LOGIT_SCALE if kind == "syntax_directed" else 1.0
-    return float(cfg.position_logit_scale)
 
 
 @register_model("syntax_directed_rnn", dataclass=SyntaxDirectedRNNConfig)

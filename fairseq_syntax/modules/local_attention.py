@@ -67,6 +67,17 @@ steps at the first word after 2 epochs); with ``s = 0.05`` (as if the predictor 
 Nematus's Adam rate) none were at the first word or eos (docs/architectures.md)."""
 
 
+def position_logit_scale(cfg, kind: str) -> float:
+    """``--position-logit-scale``, or its default for ``kind`` (``local_p``: 1, Luong's;
+    ``syntax_directed``: :data:`SDATT_POSITION_LOGIT_SCALE`); 1 for a checkpoint trained
+    before the option existed, as it was then."""
+    if not hasattr(cfg, "position_logit_scale"):
+        return 1.0
+    if cfg.position_logit_scale is None:
+        return SDATT_POSITION_LOGIT_SCALE if kind == "syntax_directed" else 1.0
+    return float(cfg.position_logit_scale)
+
+
 BEFORE_GAUSSIAN = "attn_before_gaussian"  # the decoder's extra: local-p's window softmax
 
 

@@ -1,10 +1,11 @@
 """Syntax-distance cross-attention: SDAtt (Chen et al. 2017, eqs. 5, 9-11; double context eq. 14)
 on the Transformer's encoder-decoder attention.
 
-Each chosen head ``h`` predicts ``p[t, h] = J · sigmoid(v_hᵀ tanh(W_h x_t))`` (eq. 5, ``J`` the
-index of eos, as in :mod:`~fairseq_syntax.modules.local_attention`) from its query ``x_t``; the
-tree distance row ``M[p]`` (eq. 9) is interpolated between ``⌊p⌋`` and ``⌈p⌉`` so the predictor
-gets a gradient, and the Gaussian (eq. 10) is added to the logits in log space::
+Each chosen head ``h`` predicts ``p[t, h] = L · sigmoid(s · v_hᵀ tanh(W_h x_t))`` (eq. 5, ``L``
+the last word and ``s`` the logit scale, as in :mod:`~fairseq_syntax.modules.local_attention`)
+from its query ``x_t``; the tree distance row ``M[p]`` (eq. 9) is interpolated between ``⌊p⌋``
+and ``⌈p⌉`` so the predictor gets a gradient, and the Gaussian (eq. 10) is added to the logits
+in log space::
 
     logit[t, h, j] = q·k / √d - M[p][j]² / 2σ²   on N = {j real : M[p][j] <= max(n, min_k M[p][k])}
 
@@ -30,16 +31,19 @@ from fairseq_syntax.modules.transformer_decoder import SyntaxTransformerDecoder
 
 
 class HeadPositionPredictor(nn.Module):
-    """One eq. 5 predictor per head: ``p[b, h, t] = L_b · sigmoid(v_hᵀ tanh(W_h x[t, b]))``, ``L_b``
-    the last word (:func:`~fairseq_syntax.modules.local_attention.last_words`: never eos).
+    """One eq. 5 predictor per head: ``p[b, h, t] = L_b · sigmoid(s · v_hᵀ tanh(W_h x[t, b]))``,
+    ``L_b`` the last word (:func:`~fairseq_syntax.modules.local_attention.last_words`: never
+    eos), ``s`` the logit scale (as the RNN's :class:`~fairseq_syntax.modules.local_attention.
+    PositionPredictor`; the paper's ``s = 1``).
 
     ``W_h`` is ``[hidden_dim, embed_dim]`` (all heads' in one Linear, Xavier-uniform as
     fairseq's projections), ``v_h`` ``[hidden_dim]`` ~ N(0, 1/hidden_dim).
     """
 
-    def __init__(self, embed_dim: int, heads: int, hidden_dim: int):
+    def __init__(self, embed_dim: int, heads: int, hidden_dim: int, logit_scale: float = 1.0):
         super().__init__()
         self.heads, self.hidden_dim = heads, hidden_dim
+        self.logit_scale = float(logit_scale)
         self.proj = nn.Linear(embed_dim, heads * hidden_dim, bias=False)
         self.v = nn.Parameter(torch.empty(heads, hidden_dim))
         nn.init.xavier_uniform_(self.proj.weight)
@@ -49,7 +53,8 @@ class HeadPositionPredictor(nn.Module):
         """``query`` ``[T, B, D]``, ``last_position`` ``[B]`` -> ``[B, K, T]`` float32 in ``[0, L]``."""
         tgt_len, bsz, _ = query.shape
         hidden = torch.tanh(self.proj(query)).view(tgt_len, bsz, self.heads, self.hidden_dim)
-        logit = (hidden.float() * self.v.float()).sum(-1)  # [T, B, K], float32 as p's precision matters
+        logit = (hidden.float() * self.v.float()).sum(-1) * self.logit_scale  # [T, B, K], float32
+        # as p's precision matters
         return last_position.float()[:, None, None] * torch.sigmoid(logit).permute(1, 2, 0)
 
 
@@ -79,7 +84,8 @@ class SyntaxDistanceCrossAttention(MultiheadAttention):
     """
 
     def __init__(self, embed_dim: int, num_heads: int, sdatt_heads: int, max_distance: float,
-                 sigma: float, double_context: bool = False, **kwargs):
+                 sigma: float, double_context: bool = False, logit_scale: float = 1.0,
+                 **kwargs):
         super().__init__(embed_dim, num_heads, encoder_decoder_attention=True, **kwargs)
         if not 1 <= sdatt_heads <= num_heads:
             raise ValueError(f"--sdatt-heads {sdatt_heads}: the decoder's cross-attention has "
@@ -94,7 +100,7 @@ class SyntaxDistanceCrossAttention(MultiheadAttention):
         self.max_distance = float(max_distance)
         self.sigma = float(sigma)
         self.double_context = double_context
-        self.predictor = HeadPositionPredictor(embed_dim, sdatt_heads, self.head_dim)
+        self.predictor = HeadPositionPredictor(embed_dim, sdatt_heads, self.head_dim, logit_scale)
         self.syntax_out_proj = None
         if double_context:
             self.syntax_out_proj = nn.Linear(sdatt_heads * self.head_dim, embed_dim, bias=False)
@@ -106,7 +112,8 @@ class SyntaxDistanceCrossAttention(MultiheadAttention):
 
     def extra_repr(self) -> str:
         return (f"sdatt_heads={self.sdatt_heads}, max_distance={self.max_distance}, "
-                f"sigma={self.sigma}, double_context={self.double_context}")
+                f"sigma={self.sigma}, double_context={self.double_context}, "
+                f"logit_scale={self.predictor.logit_scale}")
 
     def syntax_rows(self, query: Tensor) -> Tuple[Tensor, Tensor]:
         """``M[p]`` ``[B, K, T, S]`` for the predicted positions and the padding mask ``[B, S]``."""
@@ -192,12 +199,13 @@ class SyntaxDistanceDecoderLayer(TransformerDecoderLayerBase):
     side_input_keys = ("src_distances",)
 
     def __init__(self, cfg, no_encoder_attn: bool, sdatt_heads: int, max_distance: float,
-                 sigma: float, double_context: bool):
+                 sigma: float, double_context: bool, logit_scale: float = 1.0):
         if no_encoder_attn:
             raise ValueError("syntax-distance cross-attention needs the cross-attention: "
                              "drop --no-cross-attention")
         self.sdatt_options = dict(sdatt_heads=sdatt_heads, max_distance=max_distance,
-                                  sigma=sigma, double_context=double_context)
+                                  sigma=sigma, double_context=double_context,
+                                  logit_scale=logit_scale)
         super().__init__(cfg, no_encoder_attn)
         self.side_inputs = None
 
@@ -228,7 +236,8 @@ class SyntaxDistanceDecoder(SyntaxTransformerDecoder):
     :class:`SyntaxDistanceDecoderLayer`."""
 
     def __init__(self, cfg, dictionary, embed_tokens, sdatt_layers, sdatt_heads: Optional[int],
-                 max_distance: float, sigma: Optional[float], double_context: bool, **kwargs):
+                 max_distance: float, sigma: Optional[float], double_context: bool,
+                 logit_scale: float = 1.0, **kwargs):
         layers = cfg.decoder.layers
         self.sdatt_layers = ChosenLayers(
             "--sdatt-layers", range(layers) if sdatt_layers is None else sdatt_layers,
@@ -238,6 +247,7 @@ class SyntaxDistanceDecoder(SyntaxTransformerDecoder):
             max_distance=max_distance,
             sigma=max_distance / 2.0 if sigma is None else sigma,
             double_context=double_context,
+            logit_scale=logit_scale,
         )
         super().__init__(cfg, dictionary, embed_tokens, **kwargs)
 

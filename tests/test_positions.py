@@ -21,12 +21,14 @@ def sdatt_model(synthetic_databin, tmp_path_factory):
 
 
 def one_by_one(model, task):
-    """(steps at eos, steps at the first word, steps, p_i / J and i / I of every step): each
+    """(steps at eos, at the first word, at the last word, steps, p_i / J and i / I of every
+    step): each
     test sentence alone, every target step of it, p_i read off the predictor."""
     predictor = next(m for m in model.modules() if isinstance(m, PositionPredictor))
     seen = []
     handle = predictor.register_forward_hook(lambda m, i, o: seen.append(float(o[0])))
-    dataset, at_eos, at_first, steps, relative, steps_at = task.dataset("test"), 0, 0, 0, [], []
+    dataset, at_eos, at_first, at_last, steps = task.dataset("test"), 0, 0, 0, 0
+    relative, steps_at = [], []
     try:
         with torch.no_grad():
             for i in range(len(dataset)):
@@ -38,22 +40,24 @@ def one_by_one(model, task):
                 for i, p in enumerate(seen[:length]):
                     at_eos += p > j - 0.5
                     at_first += p < 0.5
+                    at_last += j - 1.5 < p <= j - 0.5
                     steps += 1
                     relative.append(p / j)
                     steps_at.append(i / length)
     finally:
         handle.remove()
-    return at_eos, at_first, steps, relative, steps_at
+    return at_eos, at_first, at_last, steps, relative, steps_at
 
 
 def test_shares_equal_a_sentence_by_sentence_count(sdatt_model):
     model, task = sdatt_model
     shares = position_shares(model, task, "test", max_tokens=300)
-    at_eos, at_first, steps, relative, steps_at = one_by_one(model, task)
+    at_eos, at_first, at_last, steps, relative, steps_at = one_by_one(model, task)
     assert shares["position_steps"] == steps == sum(len(task.dataset("test")[i]["target"])
                                                     for i in range(len(task.dataset("test"))))
     assert shares["position_at_eos"] == pytest.approx(100.0 * at_eos / steps)
     assert shares["position_at_first"] == pytest.approx(100.0 * at_first / steps)
+    assert shares["position_at_last"] == pytest.approx(100.0 * at_last / steps)
     assert shares["position_mean_relative"] == pytest.approx(statistics.fmean(relative))
     assert shares["position_sd_relative"] == pytest.approx(statistics.pstdev(relative), abs=1e-6)
     assert shares["position_target_correlation"] == pytest.approx(
@@ -68,6 +72,7 @@ def test_a_saturated_sdatt_predictor_stops_at_the_last_word(sdatt_model, monkeyp
     monkeypatch.setattr(predictor, "forward", lambda hidden, last: last.to(hidden.dtype))
     shares = position_shares(model, task, "test")
     assert shares["position_at_eos"] == 0.0
+    assert shares["position_at_last"] == 100.0
     dataset = task.dataset("test")
     lengths = [(len(dataset[i]["source"]), len(dataset[i]["target"])) for i in range(len(dataset))]
     expected = sum(t * (s - 2) / (s - 1) for s, t in lengths) / sum(t for _, t in lengths)

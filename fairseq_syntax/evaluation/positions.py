@@ -2,12 +2,14 @@
 2015's local-p; the SDAtt Transformer's per-head predictors): over the teacher-forced
 target steps of one split, the share whose ``p_i`` is nearer ``eos`` than any word
 (``p_i > J - 0.5``: SDAtt then reads ``eos``'s distance row, which sees ``eos`` alone), the
-share at the first word (``p_i < 0.5``), the mean and standard deviation of ``p_i / J`` (a
-predictor that spreads over the source has a large one), and the Pearson correlation of
-``p_i / J`` with the target step's ``i / I`` (one that follows the translation along the
-source has a positive one; ``I`` counts the target's tokens, eos included). A predictor that
-puts most steps at ``eos`` has degenerated: its syntax-directed context is ``eos``'s
-annotation, not a window over the source."""
+shares at the first word (``p_i < 0.5``) and at the last word (``J - 1.5 < p_i <= J - 0.5``,
+where a saturated SDAtt predictor stops, as its ``p_i`` ranges over the words), the mean and
+standard deviation of ``p_i / J`` (a predictor that spreads over the source has a large
+one), and the Pearson correlation of ``p_i / J`` with the target step's ``i / I`` (one that
+follows the translation along the source has a positive one; ``I`` counts the target's
+tokens, eos included). A predictor that puts most steps at ``eos`` or at one end of the
+source has degenerated: its syntax-directed context is not a window that moves over the
+source."""
 from typing import Dict, List
 
 import torch
@@ -31,7 +33,7 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
         return {}
     handles = [m.register_forward_hook(hook) for m in predictors]
     pad = task.target_dictionary.pad()
-    at_eos = at_first = 0
+    at_eos = at_first = at_last = 0
     source_shares: List[torch.Tensor] = []  # p_i / J of every real target step
     target_shares: List[torch.Tensor] = []  # i / I of the same steps
     itr = task.get_batch_iterator(dataset=task.dataset(split), max_tokens=max_tokens,
@@ -62,6 +64,7 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
                     j = eos.view(-1, *([1] * (position.dim() - 1))).expand_as(position)
                     at_eos += int((position.gt(j - 0.5) & mask).sum())
                     at_first += int((position.lt(0.5) & mask).sum())
+                    at_last += int((position.gt(j - 1.5) & position.le(j - 0.5) & mask).sum())
                     source_shares.append((position / j.clamp(min=1))[mask].double().cpu())
                     target_shares.append(target[mask].double().cpu())
     finally:
@@ -70,6 +73,7 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
     source, target = torch.cat(source_shares), torch.cat(target_shares)
     steps = source.numel()
     return {"position_at_eos": 100.0 * at_eos / steps, "position_at_first": 100.0 * at_first / steps,
+            "position_at_last": 100.0 * at_last / steps,
             "position_mean_relative": float(source.mean()),
             "position_sd_relative": float(source.std(unbiased=False)),
             "position_target_correlation": float(torch.corrcoef(torch.stack([source, target]))[0, 1]),

@@ -330,12 +330,14 @@ def positions_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[
         return []
     lines = ["", "Where the position predictors put p_i (first test set, teacher-forced target "
              "steps; `fairseq_syntax/evaluation/positions.py`):", "",
-             "| method | seed | at eos % | at the first word % | mean p/J | sd p/J | "
-             "correlation with i/I |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| method | seed | at eos % | at the first word % | at the last word % | mean p/J | "
+             "sd p/J | correlation with i/I |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for key, r in runs:
         p = r["scores"]["positions"]
         lines.append(f"| `{key}` | {r['seed']} | {fmt(p.get('position_at_eos'), 1)} | "
                      f"{fmt(p.get('position_at_first'), 1)} | "
+                     f"{fmt(p.get('position_at_last'), 1)} | "
                      f"{fmt(p.get('position_mean_relative'))} | "
                      f"{fmt(p.get('position_sd_relative'))} | "
                      f"{fmt(p.get('position_target_correlation'))} |")

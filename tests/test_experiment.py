@@ -419,7 +419,7 @@ def test_kftt_is_named_by_its_direction_with_its_own_budget(tmp_path, src, tgt):
                                   "--workdir", "w"])
     assert args.corpus_name == f"kftt-{src}-{tgt}"
     assert args.results_dir == os.path.join("docs", "results", f"kftt-{src}-{tgt}")
-    assert (args.updates, args.epochs, args.transformer["updates"]) == (3300, None, 2840)
+    assert (args.updates, args.epochs, args.transformer["updates"]) == (None, 16, 3040)
     assert args.methods.split(",")[0] == "attentional_rnn"
     assert "lookahead_enc_dec" in args.methods.split(",")
 

@@ -166,8 +166,7 @@ class Row:
     step_time_ratio: Optional[float] = None
     # where the position predictors put p_i on the first test set (evaluation/positions.py):
     # position_at_eos, position_at_first, position_at_last (% of target steps; at_last since
-    # 2026-11-28), position_mean_relative,
-    # position_sd_relative, position_target_correlation
+    # 2026-11-28), position_mean_relative, position_sd_relative, position_target_correlation
     positions: Dict[str, float] = field(default_factory=dict)
     train_epochs: Optional[int] = None
     train_updates: Optional[int] = None

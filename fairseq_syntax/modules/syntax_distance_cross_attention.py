@@ -53,8 +53,8 @@ class HeadPositionPredictor(nn.Module):
         """``query`` ``[T, B, D]``, ``last_position`` ``[B]`` -> ``[B, K, T]`` float32 in ``[0, L]``."""
         tgt_len, bsz, _ = query.shape
         hidden = torch.tanh(self.proj(query)).view(tgt_len, bsz, self.heads, self.hidden_dim)
-        logit = (hidden.float() * self.v.float()).sum(-1) * self.logit_scale  # [T, B, K], float32
-        # as p's precision matters
+        # [T, B, K], in float32 as p's precision matters
+        logit = (hidden.float() * self.v.float()).sum(-1) * self.logit_scale
         return last_position.float()[:, None, None] * torch.sigmoid(logit).permute(1, 2, 0)
 
 

@@ -289,13 +289,22 @@ def test_second_invocation_skips_and_changed_settings_rerun(experiment_run):
     counted = tables.table_records(records.read_records(str(records_dir)), args,
                                        corpora.corpus_description(args))
     assert set(counted) == {"sa_nmt_shared"}
+    hyps = records_dir / "attentional_rnn.seed1.hyp.json.gz"
+    old_hyps = hyps.read_bytes()
     proc = run_cli(argv)
     assert "[start] attentional_rnn seed 1" in proc.stderr
+    assert "[rerun] attentional_rnn seed 1: its record has other lr;" in proc.stderr
     assert "[skip] sa_nmt_shared seed 1" in proc.stderr
     assert "[start] sa_nmt_shared" not in proc.stderr
     redone = json.loads(backbone.read_text())
     assert redone["settings"] == first["settings"]
     assert redone["date"] >= first["date"]
+    # the replaced record and its translations are kept where no table reads them
+    stamp = "".join(c for c in first["date"] if c.isdigit() or c == "T")[:15]
+    kept = records_dir / "replaced" / f"attentional_rnn.seed1.{stamp}.json"
+    assert json.loads(kept.read_text()) == changed
+    assert (records_dir / "replaced" / f"attentional_rnn.seed1.{stamp}.hyp.json.gz"
+            ).read_bytes() == old_hyps
     assert _table(_section(results))["attentional_rnn"][0] == "1"
 
 

@@ -22,7 +22,9 @@ project's scorers and writes
 
 The experiment is resumable: a run whose JSON file exists with identical settings is
 skipped (``[skip] METHOD seed N``), one whose settings differ is run again (its folder
-under ``--workdir`` starts afresh).
+under ``--workdir`` starts afresh; ``[rerun] METHOD seed N`` names the settings that differ)
+and its old record, with its translations, is moved to ``RESULTS_DIR/replaced/`` when the
+new one is written: a rerun on another data-bin of the same corpus loses nothing.
 
 Methods: every registered architecture of the plugin (the backbone ``attentional_rnn``
 first), the backbone under ``supervised_attention_cross_entropy`` (gold/eflomal
@@ -79,8 +81,8 @@ from fairseq_syntax.experiment.methods import (
 )
 from fairseq_syntax.experiment.comparisons import compare_methods
 from fairseq_syntax.experiment.records import (
-    host_facts, hypotheses_path, places_of, read_record, read_records, run_record, write_hypotheses,
-    write_record,
+    REPLACED_DIR, changed_settings, host_facts, hypotheses_path, keep_replaced, places_of,
+    read_record, read_records, run_record, write_hypotheses, write_record,
 )
 from fairseq_syntax.experiment.commands import run_settings
 from fairseq_syntax.experiment.runs import run_dir, run_method
@@ -329,8 +331,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    os.path.exists(hypotheses_path(paths[k])) for k, r in records.items()):
                 for k in settings:
                     print(f"[skip] {k} seed {seed}", file=sys.stderr, flush=True)
-            else:
-                todo.append((method, seed))
+                continue
+            todo.append((method, seed))
+            for k, r in records.items():
+                if changed_settings(r, settings[k]):
+                    print(f"[rerun] {k} seed {seed}: its record has other "
+                          f"{', '.join(changed_settings(r, settings[k]))}; it will be kept in "
+                          f"{os.path.join(args.results_dir, REPLACED_DIR)}/",
+                          file=sys.stderr, flush=True)
     total = len(todo)
     done = [0]
 
@@ -347,6 +355,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     continue
                 settings = run_settings(method, row.key, args, description)
                 path = record_path(args.results_dir, row.key, seed)
+                keep_replaced(path, settings)
                 write_hypotheses(path, row.hypotheses)
                 write_record(path, run_record(row, settings, commands, wall, host,
                                               run_dir(args, method.key, seed), corpus.databin,

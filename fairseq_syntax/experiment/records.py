@@ -189,6 +189,38 @@ def read_record(path: str) -> Optional[dict]:
     return record
 
 
+REPLACED_DIR = "replaced"
+
+
+def changed_settings(record: Optional[dict], settings: dict) -> List[str]:
+    """The settings keys in which an existing record differs from ``settings`` (sorted)."""
+    if record is None:
+        return []
+    old = record["settings"]
+    return sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+
+
+def keep_replaced(path: str, settings: dict) -> Optional[str]:
+    """Before a run of other settings writes its record to ``path``, move the record found
+    there and its translations to ``replaced/METHOD.seedN.DATE.json`` beside it, where no
+    table reads them; nothing is lost. Returns the new path (None: nothing to keep)."""
+    record = read_record(path)
+    if not changed_settings(record, settings):
+        return None
+    folder = os.path.join(os.path.dirname(path), REPLACED_DIR)
+    os.makedirs(folder, exist_ok=True)
+    stem = os.path.basename(path)[:-len(".json")]
+    date = re.sub(r"[^0-9T]", "", str(record.get("date", "")))[:15] or "undated"
+    target, n = os.path.join(folder, f"{stem}.{date}.json"), 1
+    while os.path.exists(target):
+        n += 1
+        target = os.path.join(folder, f"{stem}.{date}-{n}.json")
+    if os.path.exists(hypotheses_path(path)):
+        os.replace(hypotheses_path(path), hypotheses_path(target))
+    os.replace(path, target)
+    return target
+
+
 V1_TEST_FIELDS = ("bleu", "chrf", "ribes", "bleu_tok", "agreement", "agreement_counts",
                   "agreement_long", "agreement_long_counts")
 

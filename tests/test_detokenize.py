@@ -61,3 +61,5 @@ def test_experiment_detokenises_multi30k_hypotheses_in_process(tmp_path, monkeyp
     assert row.tests["test_2016_flickr"]["ribes"] == 100 * corpus_ribes(
         [[TOKENS, "Ein Hund .".split()]], [TOKENS, "ein Hund .".split()])
     assert row.ribes_signature.startswith("nrefs:1|tok:recipe-words|")
+    # kept for the paired RIBES test: the words RIBES scored, in the test's order
+    assert row.hypotheses_tok["test_2016_flickr"] == [" ".join(TOKENS), "ein Hund ."]

@@ -419,6 +419,53 @@ def test_render_only_tests_each_method_against_its_backbone_with_paired_bootstra
     assert _section(results, "mine") == section
 
 
+def test_ribes_is_tested_on_the_kept_tokenised_translations(tmp_path):
+    """A corpus that scores RIBES: each method's Δ RIBES is PairedTest's on the tokenised
+    translations kept beside its record (``.hyp.tok.json.gz``) against the tokenised
+    references; a run that kept none (records before 2026-11-28) gets no RIBES cell."""
+    from sacrebleu.significance import PairedTest
+
+    from fairseq_syntax.evaluation.translation_scores import RibesMetric
+
+    rng = np.random.default_rng(1)
+    words = "kare wa hon o yomu ga kanojo ni tegami kaku shita node".split()
+    refs = [" ".join(rng.choice(words, size=rng.integers(4, 10), replace=False))
+            for _ in range(100)]
+    corpus = _corpus_file(tmp_path, {"first": refs})
+    spec = json.loads(open(corpus).read())
+    (tmp_path / "first.tok").write_text("".join(r + "\n" for r in refs))
+    spec["test_sets"][0]["reference_tok"] = "first.tok"
+    spec["scores"] = ["ribes"]
+    open(corpus, "w").write(json.dumps(spec))
+    records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
+    argv = ["--corpus", corpus, "--render-only", "--results-dir", str(records_dir),
+            "--results", str(results), "--methods", "attentional_rnn,sa_nmt_shared,tree2seq"]
+    args = experiment.parse_args(argv)
+    records_dir.mkdir()
+    shuffled = [" ".join(rng.permutation(r.split())) for r in refs]
+    tok = {"attentional_rnn": shuffled,  # sa_nmt_shared keeps half the sentences in order
+           "sa_nmt_shared": [r if k % 2 else s for k, (r, s) in enumerate(zip(refs, shuffled))],
+           "tree2seq": refs}
+    for key, hyps in tok.items():
+        path = methods.record_path(str(records_dir), key, 1)
+        with open(path, "w") as f:
+            json.dump(_record(args, "my corpus", key, 1, {"tests": {"first": {}}}), f)
+        records.write_hypotheses(path, {"first": hyps})
+        if key != "tree2seq":
+            records.write_hypotheses(path, {"first": hyps}, tokenised=True)
+    assert experiment.main(argv) == 0
+    section = _section(results, "mine")
+    diff = section.split("Difference from `attentional_rnn`")[1]
+    assert "| method | Δ BLEU first | Δ chrF first | Δ RIBES first |" in diff
+    _, res = PairedTest([("b", tok["attentional_rnn"]), ("m", tok["sa_nmt_shared"])],
+                        {"ribes": RibesMetric()}, [refs], test_type="bs", n_samples=1000)()
+    delta, p = res["RIBES"][1].score - res["RIBES"][0].score, res["RIBES"][1].p_value
+    cell = _table(diff)["sa_nmt_shared"][2]
+    assert cell.startswith(f"**{delta:+.2f} [") and cell.endswith(f"p={p:.3f}** †")
+    assert delta > 10 and p < 0.05
+    assert _table(diff)["tree2seq"][2] == "–"
+
+
 @pytest.mark.parametrize("src,tgt", [("en", "ja"), ("ja", "en")])
 def test_kftt_is_named_by_its_direction_with_its_own_budget(tmp_path, src, tgt):
     """The two directions' records and sections stay apart; KFTT has its own budget."""
@@ -1111,6 +1158,23 @@ def test_flattening_reads_each_backbones_last_epoch():
         "in the last epoch); a longer budget may change the table.",
         "* Has `syntax_transformer` flattened? Valid ppl over its last epoch: 8.00 → 7.92 "
         "(-1.0 %, seed 1): every seed under 2 %, flattened at this budget."]
+
+
+def test_divergence_names_the_runs_whose_last_epoch_rose_above_their_best():
+    """A run is named when its last valid ppl is at least 1.5 times its lowest."""
+    def run(seed, curve):
+        return {"seed": seed, "scores": {"valid_ppl_by_epoch": curve}}
+
+    lines = tables.divergence_lines({
+        "attentional_rnn": [run(1, [3.0, 1.1, 1.09, 1.63]), run(2, [3.0, 1.1, 1.7])],
+        "sa_nmt_shared": [run(2, [1.79, 1.1, 118.14, 316.92])],
+        "tree2seq": [run(1, [])]})
+    assert lines == [
+        "* **Diverged late** (valid ppl after the last epoch ≥ 1.5 × the best): "
+        "`attentional_rnn` seed 2 (1.10 at epoch 2 → 1.70), `sa_nmt_shared` seed 2 "
+        "(1.10 at epoch 2 → 316.92). Their decoded checkpoint is the best one, from before "
+        "the divergence."]
+    assert tables.divergence_lines({"attentional_rnn": [run(1, [3.0, 1.1, 1.2])]}) == []
 
 
 def test_read_records_notes_strays_but_not_the_significance_cache(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """paired_deltas is sacreBLEU's PairedTest, with Δ's interval on the same resamples; where
 the two systems score the same on every sentence, p is 1, not PairedTest's 1/1001."""
 import numpy as np
+import pytest
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
@@ -35,3 +36,30 @@ def test_different_systems_keep_paired_tests_p():
     assert d.delta == res["BLEU"][1].score - res["BLEU"][0].score > 0
     assert 0 < d.low < d.delta < d.high
     assert d.significant
+
+
+def test_ribes_is_resampled_over_sentences_as_its_definition_says():
+    """RIBES through PairedTest (RibesMetric): Δ is the difference of corpus_ribes (the mean
+    of sentence RIBES, %), the interval that of the same means over the very resamples
+    PairedTest draws (sacreBLEU's seed 12345), its p PairedTest's own."""
+    from fairseq_syntax.evaluation.translation_scores import RibesMetric
+    from fairseq_syntax.syntax.ribes import corpus_ribes, sentence_ribes
+
+    refs = _corpus(0)
+    rng = np.random.default_rng(3)
+    shuffled = [" ".join(rng.permutation(r.split())) for r in refs]  # words out of order
+    base, better = shuffled, [r if k % 2 else s for k, (r, s) in enumerate(zip(refs, shuffled))]
+    d = paired_deltas("ribes", base, {"m": better}, refs)["m"]
+    words = [[r.split() for r in refs]]
+    assert d.delta == 100 * (corpus_ribes(words, [h.split() for h in better])
+                             - corpus_ribes(words, [h.split() for h in base]))
+    per_sentence = np.array([[sentence_ribes(r.split(), h.split()) for h, r in zip(hyps, refs)]
+                             for hyps in (base, better)])
+    idx = np.random.default_rng(12345).choice(len(refs), size=(1000, len(refs)), replace=True)
+    diffs = np.sort(100 * (per_sentence[1][idx].mean(1) - per_sentence[0][idx].mean(1)))
+    assert d.low == pytest.approx(diffs[25], abs=1e-3)
+    assert d.high == pytest.approx(diffs[974], abs=1e-3)
+    _, res = PairedTest([("b", base), ("m", better)], {"ribes": RibesMetric()}, [refs],
+                        test_type="bs", n_samples=1000)()
+    assert d.p == res["RIBES"][1].p_value < 0.05
+    assert 0 < d.low < d.delta < d.high

@@ -357,6 +357,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 path = record_path(args.results_dir, row.key, seed)
                 keep_replaced(path, settings)
                 write_hypotheses(path, row.hypotheses)
+                if row.hypotheses_tok:
+                    write_hypotheses(path, row.hypotheses_tok, tokenised=True)
                 write_record(path, run_record(row, settings, commands, wall, host,
                                               run_dir(args, method.key, seed), corpus.databin,
                                               command, places))

@@ -40,7 +40,8 @@ class Delta:
 
 def make_metric(name: str, tokenize: str = "13a"):
     """The sacreBLEU metric object of ``name``: ``bleu`` (with sacreBLEU's ``tokenize``),
-    ``chrf``, or ``agreement`` (:class:`~.agreement.AgreementMetric`)."""
+    ``chrf``, ``agreement`` (:class:`~.agreement.AgreementMetric`) or ``ribes`` of
+    tokenised text (:class:`~.translation_scores.RibesMetric`)."""
     from sacrebleu.metrics import BLEU, CHRF
 
     if name == "bleu":
@@ -51,7 +52,11 @@ def make_metric(name: str, tokenize: str = "13a"):
         from .agreement import AgreementMetric
 
         return AgreementMetric()
-    raise ValueError(f"no paired test for the score {name!r} (bleu, chrf, agreement)")
+    if name == "ribes":
+        from .translation_scores import RibesMetric
+
+        return RibesMetric()
+    raise ValueError(f"no paired test for the score {name!r} (bleu, chrf, agreement, ribes)")
 
 
 def paired_deltas(metric_name: str, backbone: Sequence[str], systems: Dict[str, Sequence[str]],

@@ -9,11 +9,17 @@
   recipe's tokenisation, so that it compares the words the model was trained on.
 
 Each score comes with a signature (sacreBLEU's; RIBES's names its tokenisation and α, β).
+RIBES is also a sacreBLEU metric (:class:`RibesMetric`), so that sacreBLEU's own
+``PairedTest`` resamples it over sentences like BLEU and chrF.
 """
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
-from fairseq_syntax.syntax.ribes import ALPHA, BETA, corpus_ribes
+from sacrebleu.metrics.base import Metric, Score, Signature
+
+from fairseq_syntax.syntax.ribes import ALPHA, BETA, corpus_ribes, sentence_ribes
+
+RIBES_SIGNATURE = f"nrefs:1|tok:recipe-words|alpha:{ALPHA}|beta:{BETA}|ribes.py-1.03"
 
 
 @dataclass
@@ -50,5 +56,28 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str], ble
                              "sentences")
         ribes = 100.0 * corpus_ribes([[r.split() for r in references_tok]],
                                      [h.split() for h in hypotheses_tok])
-        signatures["ribes"] = f"nrefs:1|tok:recipe-words|alpha:{ALPHA}|beta:{BETA}|ribes.py-1.03"
+        signatures["ribes"] = RIBES_SIGNATURE
     return TranslationScores(bleu=bleu_score, chrf=chrf_score, ribes=ribes, signatures=signatures)
+
+
+class RibesMetric(Metric):
+    """Corpus RIBES (%) of tokenised text, one reference: the mean of
+    :func:`~fairseq_syntax.syntax.ribes.sentence_ribes` (a sentence's statistics:
+    ``[its RIBES, 1]``), as :func:`~fairseq_syntax.syntax.ribes.corpus_ribes`."""
+
+    _SIGNATURE_TYPE = Signature
+
+    def _preprocess_segment(self, sent: str) -> str:
+        return sent
+
+    def _extract_reference_info(self, refs: Sequence[str]) -> Dict[str, Any]:
+        return {"words": refs[0].split()}
+
+    def _compute_segment_statistics(self, hypothesis: str, ref_kwargs: Dict) -> List[float]:
+        return [sentence_ribes(ref_kwargs["words"], hypothesis.split()), 1.0]
+
+    def _compute_score_from_stats(self, stats: List[Any]) -> Score:
+        return Score("RIBES", 100.0 * float(stats[0]) / float(stats[1]) if stats[1] else 0.0)
+
+    def _aggregate_and_compute(self, stats: List[List[Any]]) -> Score:
+        return self._compute_score_from_stats([sum(s[0] for s in stats), sum(s[1] for s in stats)])

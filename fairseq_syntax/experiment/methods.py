@@ -143,14 +143,16 @@ class Row:
     """Measured scores of one run of one method (None: not measured): ``tests`` holds each
     test set's scores by name (bleu, chrf, and ribes, bleu_tok, agreement,
     agreement_long where the corpus asks for them); accuracies, BLEU, chrF, RIBES, AER,
-    P, R, DA, UA in %. ``hypotheses``: each test set's detokenised translations (written
-    beside the record, for the paired tests)."""
+    P, R, DA, UA in %. ``hypotheses``: each test set's detokenised translations, and
+    ``hypotheses_tok`` its tokenised ones where RIBES is scored (written beside the record,
+    for the paired tests)."""
 
     key: str
     arch: str
     seed: int = 1
     tests: Dict[str, Dict[str, Any]] = field(default_factory=dict)
     hypotheses: Dict[str, List[str]] = field(default_factory=dict)
+    hypotheses_tok: Dict[str, List[str]] = field(default_factory=dict)
     bleu_signature: str = ""
     chrf_signature: str = ""
     ribes_signature: str = ""  # RIBES on the recipe's words (evaluation/translation_scores.py)

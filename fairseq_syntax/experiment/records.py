@@ -70,7 +70,7 @@ def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, ho
     ``data_bin``, and ``experiment_command`` (the invocation that ran it). Paths are shown
     by :func:`portable` with ``places`` (e.g. ``$WORKDIR``): a record holds no machine path."""
     scores = {k: v for k, v in asdict(row).items()
-              if k not in ("key", "arch", "seed", "error", "hypotheses")}
+              if k not in ("key", "arch", "seed", "error", "hypotheses", "hypotheses_tok")}
     return {
         "format": RECORD_FORMAT,
         "method": row.key,
@@ -134,14 +134,17 @@ def portable_record(record: dict) -> dict:
     return out
 
 
-def hypotheses_path(record_path: str) -> str:
-    """Where a run's translations are kept beside its record (``METHOD.seedN.hyp.json.gz``)."""
-    return record_path[:-len(".json")] + ".hyp.json.gz"
+def hypotheses_path(record_path: str, tokenised: bool = False) -> str:
+    """Where a run's translations are kept beside its record (``METHOD.seedN.hyp.json.gz``;
+    tokenised, as RIBES scores them: ``METHOD.seedN.hyp.tok.json.gz``)."""
+    return record_path[:-len(".json")] + (".hyp.tok.json.gz" if tokenised else ".hyp.json.gz")
 
 
-def write_hypotheses(record_path: str, hypotheses: Dict[str, List[str]]) -> None:
-    """Each test set's detokenised translations of a run, gzipped JSON, written atomically
-    (no timestamp in the gzip header: the same translations give the same bytes)."""
+def write_hypotheses(record_path: str, hypotheses: Dict[str, List[str]],
+                     tokenised: bool = False) -> None:
+    """Each test set's translations of a run (detokenised, or ``tokenised``), gzipped JSON,
+    written atomically (no timestamp in the gzip header: the same translations give the
+    same bytes)."""
     import gzip
     import io
 
@@ -150,15 +153,17 @@ def write_hypotheses(record_path: str, hypotheses: Dict[str, List[str]]) -> None
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as f:
         f.write(json.dumps(hypotheses, ensure_ascii=False).encode("utf-8"))
-    with atomic_file(hypotheses_path(record_path), binary=True) as f:
+    with atomic_file(hypotheses_path(record_path, tokenised), binary=True) as f:
         f.write(buf.getvalue())
 
 
-def read_hypotheses(record_path: str) -> Optional[Dict[str, List[str]]]:
-    """The translations kept beside the record (None: the run kept none: version 1)."""
+def read_hypotheses(record_path: str, tokenised: bool = False
+                    ) -> Optional[Dict[str, List[str]]]:
+    """The translations kept beside the record (None: the run kept none: version 1, or no
+    tokenised ones: RIBES was not scored or the record is older than 2026-11-28)."""
     import gzip
 
-    path = hypotheses_path(record_path)
+    path = hypotheses_path(record_path, tokenised)
     if not os.path.exists(path):
         return None
     with gzip.open(path, "rt", encoding="utf-8") as f:
@@ -215,8 +220,9 @@ def keep_replaced(path: str, settings: dict) -> Optional[str]:
     while os.path.exists(target):
         n += 1
         target = os.path.join(folder, f"{stem}.{date}-{n}.json")
-    if os.path.exists(hypotheses_path(path)):
-        os.replace(hypotheses_path(path), hypotheses_path(target))
+    for tokenised in (False, True):
+        if os.path.exists(hypotheses_path(path, tokenised)):
+            os.replace(hypotheses_path(path, tokenised), hypotheses_path(target, tokenised))
     os.replace(path, target)
     return target
 

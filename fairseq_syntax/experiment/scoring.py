@@ -21,7 +21,8 @@ from .tools import (
 def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
                    out_prefix: str) -> None:
     """BLEU, chrF and the corpus's extra scores of the ``H-`` lines of ``gen_out`` into
-    ``row.tests[test.name]``; the detokenised hypotheses into ``row.hypotheses``."""
+    ``row.tests[test.name]``; the detokenised hypotheses into ``row.hypotheses`` (and the
+    tokenised ones, which RIBES scores, into ``row.hypotheses_tok``)."""
     hyps_tok = hypotheses_of(gen_out)
     write_lines(out_prefix + ".hyp.tok", hyps_tok)
     hyps = corpus.detokenize()(hyps_tok)
@@ -40,6 +41,7 @@ def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
     row.hypotheses[test.name] = hyps
     if ribes:
         scores["ribes"], row.ribes_signature = scored.ribes, scored.signatures["ribes"]
+        row.hypotheses_tok[test.name] = hyps_tok
     if "bleu_tok" in corpus.scores:  # comparable with published tokenised BLEU
         scores["bleu_tok"] = tokenised_bleu(hyps_tok, read_lines(test.reference_tok))
     if "agreement" in corpus.scores:

@@ -148,6 +148,26 @@ def flattening_lines(by_key: Dict[str, List[dict]]) -> List[str]:
     return lines
 
 
+DIVERGED = 1.5  # a run whose last valid ppl is this many times its best has diverged
+
+
+def divergence_lines(by_key: Dict[str, List[dict]]) -> List[str]:
+    """One bullet naming the runs whose valid ppl after the last epoch is ``DIVERGED``
+    times their best or more: the decoded checkpoint (the best) came before the divergence,
+    so their scores stand, but their training ended unstable."""
+    runs = [(key, r["seed"], curve.index(min(curve)) + 1, min(curve), curve[-1])
+            for key, rs in by_key.items() for r in rs
+            for curve in [r["scores"].get("valid_ppl_by_epoch") or []]
+            if curve and curve[-1] >= DIVERGED * min(curve)]
+    if not runs:
+        return []
+    return ["* **Diverged late** (valid ppl after the last epoch ≥ "
+            f"{DIVERGED:g} × the best): "
+            + ", ".join(f"`{key}` seed {seed} ({best:.2f} at epoch {epoch} → {last:.2f})"
+                        for key, seed, epoch, best, last in runs)
+            + ". Their decoded checkpoint is the best one, from before the divergence."]
+
+
 def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, List[dict]],
                      args, description: str, failures: Sequence[str] = (),
                      comparisons: Optional[Comparisons] = None,
@@ -256,6 +276,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
            "run, so it has converged in issue 14's sense." if synthetic else ""),
         *(convergence_lines(by_key.get(BACKBONE, [])) if synthetic else
           flattening_lines(by_key)),
+        *divergence_lines(by_key),
         "",
     ]
     tests = test_names(runs)
@@ -275,7 +296,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
                                                               family[family_rows[0]]))
         lines += ["", f"Difference from `{backbone}` (method − backbone; 95 % interval):", ""]
         lines += significance_table([k for k in family_rows if k != backbone], comparisons,
-                                    tests, paired_scores(corpus_name))
+                                    tests, tested_scores(corpus_name, comparisons))
         if figures_dir:
             lines += section_figures(figures_dir, section_name(args), name, backbone,
                                      [k for k in family_rows if k not in decode_only],
@@ -286,7 +307,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         lines += [f"Branching baselines on the same test trees (DA / UA): left-branching "
                   f"{base['left DA']:.1f} / {base['left UA']:.1f}, right-branching "
                   f"{base['right DA']:.1f} / {base['right UA']:.1f}.", ""]
-    lines += seed_table(comparisons, tests, paired_scores(corpus_name))
+    lines += seed_table(comparisons, tests, tested_scores(corpus_name, comparisons))
     lines += epoch_table([k for k in every_row if k not in decode_only], by_key)
     lines += positions_table(every_row, by_key)
     lines += [
@@ -393,6 +414,8 @@ def significance_table(rows: Sequence[str], comparisons: Comparisons, tests: Seq
                        scores: Sequence[str]) -> List[str]:
     """A row per method: its difference from the backbone for every test set and score."""
     cols = [(t, s) for t in tests for s in scores]
+    cols = [(t, s) for t, s in cols if s != "ribes" or any(  # RIBES: where it was tested
+        (k, t, s) in comparisons for k in rows)]
     lines = ["| method | " + " | ".join(f"Δ {SCORE_NAMES[s]} {test_label(t)}" for t, s in cols)
              + " |", "| --- |" + " ---: |" * len(cols)]
     for key in rows:
@@ -401,7 +424,14 @@ def significance_table(rows: Sequence[str], comparisons: Comparisons, tests: Seq
     return lines
 
 
-SCORE_NAMES = {"bleu": "BLEU", "chrf": "chrF", "agreement": "agreement"}
+SCORE_NAMES = {"bleu": "BLEU", "chrf": "chrF", "agreement": "agreement", "ribes": "RIBES"}
+
+
+def tested_scores(corpus_name: str, comparisons: Comparisons) -> List[str]:
+    """The scores of the difference tables: :func:`~.comparisons.paired_scores`, and RIBES
+    where some run kept tokenised translations to test it on."""
+    return [*paired_scores(corpus_name),
+            *(["ribes"] if any(s == "ribes" for _, _, s in comparisons) else [])]
 
 
 def seed_table(comparisons: Comparisons, tests: Sequence[str], scores: Sequence[str]

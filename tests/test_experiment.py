@@ -1162,18 +1162,21 @@ def test_flattening_reads_each_backbones_last_epoch():
 
 def test_divergence_names_the_runs_whose_last_epoch_rose_above_their_best():
     """A run is named when its last valid ppl is at least 1.5 times its lowest."""
-    def run(seed, curve):
-        return {"seed": seed, "scores": {"valid_ppl_by_epoch": curve}}
+    def run(seed, curve, checkpoint="best"):
+        return {"seed": seed, "scores": {"valid_ppl_by_epoch": curve},
+                "settings": {"checkpoint": checkpoint}}
 
     lines = tables.divergence_lines({
         "attentional_rnn": [run(1, [3.0, 1.1, 1.09, 1.63]), run(2, [3.0, 1.1, 1.7])],
         "sa_nmt_shared": [run(2, [1.79, 1.1, 118.14, 316.92])],
+        "syntax_transformer": [run(1, [9.0, 4.0, 6.5], "average of the last 2 epochs")],
         "tree2seq": [run(1, [])]})
     assert lines == [
-        "* **Diverged late** (valid ppl after the last epoch ≥ 1.5 × the best): "
-        "`attentional_rnn` seed 2 (1.10 at epoch 2 → 1.70), `sa_nmt_shared` seed 2 "
-        "(1.10 at epoch 2 → 316.92). Their decoded checkpoint is the best one, from before "
-        "the divergence."]
+        "* **Diverged late** (valid ppl after the last epoch ≥ 1.5 × the best; the checkpoint "
+        "decoded): `attentional_rnn` seed 2 (1.10 at epoch 2 → 1.70; best), `sa_nmt_shared` "
+        "seed 2 (1.10 at epoch 2 → 316.92; best), `syntax_transformer` seed 1 (4.00 at "
+        "epoch 2 → 6.50; average of the last 2 epochs). A best checkpoint comes from before "
+        "the divergence; an average of the last epochs may not."]
     assert tables.divergence_lines({"attentional_rnn": [run(1, [3.0, 1.1, 1.2])]}) == []
 
 

@@ -153,19 +153,21 @@ DIVERGED = 1.5  # a run whose last valid ppl is this many times its best has div
 
 def divergence_lines(by_key: Dict[str, List[dict]]) -> List[str]:
     """One bullet naming the runs whose valid ppl after the last epoch is ``DIVERGED``
-    times their best or more: the decoded checkpoint (the best) came before the divergence,
-    so their scores stand, but their training ended unstable."""
-    runs = [(key, r["seed"], curve.index(min(curve)) + 1, min(curve), curve[-1])
+    times their best or more, with the checkpoint each decoded: the best one came before
+    the divergence, an average of the last epochs may not."""
+    runs = [(key, r["seed"], curve.index(min(curve)) + 1, min(curve), curve[-1],
+             r["settings"].get("checkpoint", "best"))
             for key, rs in by_key.items() for r in rs
             for curve in [r["scores"].get("valid_ppl_by_epoch") or []]
             if curve and curve[-1] >= DIVERGED * min(curve)]
     if not runs:
         return []
     return ["* **Diverged late** (valid ppl after the last epoch ≥ "
-            f"{DIVERGED:g} × the best): "
-            + ", ".join(f"`{key}` seed {seed} ({best:.2f} at epoch {epoch} → {last:.2f})"
-                        for key, seed, epoch, best, last in runs)
-            + ". Their decoded checkpoint is the best one, from before the divergence."]
+            f"{DIVERGED:g} × the best; the checkpoint decoded): "
+            + ", ".join(f"`{key}` seed {seed} ({best:.2f} at epoch {epoch} → {last:.2f}; "
+                        f"{decoded})" for key, seed, epoch, best, last, decoded in runs)
+            + ". A best checkpoint comes from before the divergence; an average of the last "
+            "epochs may not."]
 
 
 def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, List[dict]],

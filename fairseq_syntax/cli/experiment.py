@@ -334,9 +334,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 continue
             todo.append((method, seed))
             for k, r in records.items():
-                if changed_settings(r, settings[k]):
+                changed = changed_settings(r, settings[k])
+                if changed:
                     print(f"[rerun] {k} seed {seed}: its record has other "
-                          f"{', '.join(changed_settings(r, settings[k]))}; it will be kept in "
+                          f"{', '.join(changed)}; it will be kept in "
                           f"{os.path.join(args.results_dir, REPLACED_DIR)}/",
                           file=sys.stderr, flush=True)
     total = len(todo)

@@ -184,6 +184,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     methods = all_methods()
     order = method_keys(methods)
     family = {k: m.family for m in methods for k in method_keys([m])}
+    decode_only = {key for m in methods for key, _ in m.variants}  # a trained row's curve
     every_row = [k for k in order if k in keys or k in by_key]
     rows = [k for k in every_row if family[k] == "rnn"]
     transformer_rows = [k for k in every_row if family[k] == "transformer"]
@@ -278,13 +279,12 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
            "run, so it has converged in issue 14's sense." if synthetic else ""),
         *(convergence_lines(by_key.get(BACKBONE, [])) if synthetic else
           flattening_lines(by_key)),
-        *divergence_lines(by_key),
+        *divergence_lines({k: rs for k, rs in by_key.items() if k not in decode_only}),
         "",
     ]
     tests = test_names(runs)
     lines += [f"* Test sets: {', '.join(f'`{t}`' for t in tests)}." if tests else "",
               SIGNIFICANCE_NOTE, ""]
-    decode_only = {key for m in methods for key, _ in m.variants}  # a trained row's curve
     for family_rows, backbone, name in ((rows, BACKBONE, "RNN family"),
                                         (transformer_rows, TRANSFORMER_BACKBONE,
                                          "Transformer family")):

@@ -480,3 +480,37 @@ def test_twenty_thousand_pairs():
     pairs = sc.generate_pairs(20000, seed=1)
     assert len(pairs) == 20000
     assert {p.main_verb_number for p in pairs} == {"sg", "pl"}
+
+
+def test_score_main_baseline_is_sacrebleu_paired_test(corpus, tmp_path, capsys):
+    """--baseline prints Δ and p of agreement and of detokenised BLEU as sacreBLEU's own
+    PairedTest gives them for the two outputs."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    out, _ = corpus
+    refs = read_lines(os.path.join(out, "gen.vf"))
+
+    def cut(every):  # every `every`-th sentence loses its second half (and its main verb)
+        return [" ".join(r.split()[: len(r.split()) // 2]) + " ." if k % every == 0 else r
+                for k, r in enumerate(refs)]
+
+    system, baseline = cut(3), cut(2)
+    (tmp_path / "sys.vf").write_text("\n".join(system) + "\n")
+    (tmp_path / "base.vf").write_text("\n".join(baseline) + "\n")
+    assert score_agreement.main([
+        "--hyp", str(tmp_path / "sys.vf"), "--ref", os.path.join(out, "gen.vf"), "--bleu",
+        "--baseline", str(tmp_path / "base.vf")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[2] == f"paired bootstrap against {tmp_path / 'base.vf'} (1000 resamples):"
+    for line, metric, texts in [
+            (printed[3], agreement.AgreementMetric(), (system, baseline, refs)),
+            (printed[4], BLEU(), [[sc.detokenize(s) for s in t] for t in (system, baseline, refs)])]:
+        hyp, base, ref = texts
+        _, results = PairedTest([("baseline", base), ("system", hyp)], {"m": metric}, [ref],
+                                test_type="bs", n_samples=1000)()
+        base_result, result = next(v for k, v in results.items() if k != "System")
+        delta = result.score - base_result.score
+        assert delta != 0
+        assert line.split(": ")[1].startswith(f"{delta:+.2f} [")
+        assert line.endswith(f"p = {result.p_value:.3f}")

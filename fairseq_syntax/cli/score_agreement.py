@@ -1,5 +1,7 @@
 """``fairseq-syntax-score-agreement``: main-verb agreement accuracy of a system output on the
-synthetic corpus (and on its long-distance sentences, and BLEU)."""
+synthetic corpus (and on its long-distance sentences, and BLEU); with ``--baseline``, the
+system's difference from another system on the same sentences, by sacreBLEU's paired
+bootstrap (:func:`~fairseq_syntax.evaluation.significance.paired_deltas`)."""
 import argparse
 from typing import List, Optional
 
@@ -30,10 +32,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--bleu", action="store_true",
                         help="also print sacreBLEU of the detokenised hypotheses against the "
                         "detokenised references, with its signature")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="another system's output on the same sentences (e.g. the "
+                        "backbone's): also print --hyp's difference from it in agreement (and "
+                        "BLEU with --bleu), with its 95 %% interval and p by sacreBLEU's paired "
+                        "bootstrap resampling (PairedTest, 1,000 resamples)")
     args = parser.parse_args(argv)
     hyps, refs = _read_lines(args.hyp), _read_lines(args.ref)
     if len(hyps) != len(refs):
         parser.error(f"line counts differ: {args.hyp} has {len(hyps)} lines, "
+                     f"{args.ref} has {len(refs)}")
+    baseline = _read_lines(args.baseline) if args.baseline else None
+    if baseline is not None and len(baseline) != len(refs):
+        parser.error(f"line counts differ: {args.baseline} has {len(baseline)} lines, "
                      f"{args.ref} has {len(refs)}")
     trees = None
     if args.src_conllu:
@@ -63,7 +74,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         bleu = BLEU()
         score = bleu.corpus_score([detokenize(h) for h in hyps], [[detokenize(r) for r in refs]])
         print(f"BLEU (detokenised): {score.score:.2f} ({bleu.get_signature()})")
+    if baseline is not None:
+        _print_paired_deltas(hyps, baseline, refs, args.bleu, args.baseline)
     return 0
+
+
+def _print_paired_deltas(hyps: List[str], baseline: List[str], refs: List[str], bleu: bool,
+                         baseline_path: str) -> None:
+    """--hyp minus --baseline: Δ [95 % interval] and p of each score, paired bootstrap."""
+    from fairseq_syntax.evaluation.significance import N_SAMPLES, paired_deltas
+
+    print(f"paired bootstrap against {baseline_path} ({N_SAMPLES} resamples):")
+    scores = [("agreement", hyps, baseline, refs)]
+    if bleu:
+        scores.append(("bleu", [detokenize(h) for h in hyps], [detokenize(h) for h in baseline],
+                       [detokenize(r) for r in refs]))
+    for name, system, base, references in scores:
+        d = paired_deltas(name, base, {"system": system}, references)["system"]
+        label = "agreement" if name == "agreement" else "BLEU (detokenised)"
+        print(f"  delta {label}: {d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] p = {d.p:.3f}")
 
 
 if __name__ == "__main__":

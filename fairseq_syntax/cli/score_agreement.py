@@ -82,7 +82,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _print_paired_deltas(hyps: List[str], baseline: List[str], refs: List[str], bleu: bool,
                          baseline_path: str) -> None:
     """--hyp minus --baseline: Δ [95 % interval] and p of each score, paired bootstrap."""
+    import logging
+
     from fairseq_syntax.evaluation.significance import N_SAMPLES, paired_deltas
+
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-step INFO lines
 
     print(f"paired bootstrap against {baseline_path} ({N_SAMPLES} resamples):")
     scores = [("agreement", hyps, baseline, refs)]

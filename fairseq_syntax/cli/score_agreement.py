@@ -39,13 +39,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                         "bootstrap resampling (PairedTest, 1,000 resamples)")
     args = parser.parse_args(argv)
     hyps, refs = _read_lines(args.hyp), _read_lines(args.ref)
-    if len(hyps) != len(refs):
-        parser.error(f"line counts differ: {args.hyp} has {len(hyps)} lines, "
-                     f"{args.ref} has {len(refs)}")
     baseline = _read_lines(args.baseline) if args.baseline else None
-    if baseline is not None and len(baseline) != len(refs):
-        parser.error(f"line counts differ: {args.baseline} has {len(baseline)} lines, "
-                     f"{args.ref} has {len(refs)}")
+    for path, lines in ((args.hyp, hyps), (args.baseline, baseline)):
+        if lines is not None and len(lines) != len(refs):
+            parser.error(f"line counts differ: {path} has {len(lines)} lines, "
+                         f"{args.ref} has {len(refs)}")
     trees = None
     if args.src_conllu:
         from fairseq_syntax.syntax.conllu_io import read_conllu_trees
@@ -68,34 +66,32 @@ def main(argv: Optional[List[str]] = None) -> int:
         report = agreement_report(hyps, refs, trees)
         print(f"long-distance agreement accuracy: {report.long_distance_accuracy:.2f} "
               f"({report.long_distance_correct}/{report.long_distance_total})")
+    # (label, sacreBLEU metric, system, baseline, references) of each paired test
+    paired = [("agreement", "agreement", hyps, baseline, refs)]
     if args.bleu:
         from sacrebleu.metrics import BLEU
 
+        text = [[detokenize(s) for s in lines] if lines is not None else None
+                for lines in (hyps, baseline, refs)]
         bleu = BLEU()
-        score = bleu.corpus_score([detokenize(h) for h in hyps], [[detokenize(r) for r in refs]])
+        score = bleu.corpus_score(text[0], [text[2]])
         print(f"BLEU (detokenised): {score.score:.2f} ({bleu.get_signature()})")
+        paired.append(("BLEU (detokenised)", "bleu", *text))
     if baseline is not None:
-        _print_paired_deltas(hyps, baseline, refs, args.bleu, args.baseline)
+        _print_paired_deltas(args.baseline, paired)
     return 0
 
 
-def _print_paired_deltas(hyps: List[str], baseline: List[str], refs: List[str], bleu: bool,
-                         baseline_path: str) -> None:
+def _print_paired_deltas(baseline_path: str, paired) -> None:
     """--hyp minus --baseline: Δ [95 % interval] and p of each score, paired bootstrap."""
     import logging
 
     from fairseq_syntax.evaluation.significance import N_SAMPLES, paired_deltas
 
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-step INFO lines
-
     print(f"paired bootstrap against {baseline_path} ({N_SAMPLES} resamples):")
-    scores = [("agreement", hyps, baseline, refs)]
-    if bleu:
-        scores.append(("bleu", [detokenize(h) for h in hyps], [detokenize(h) for h in baseline],
-                       [detokenize(r) for r in refs]))
-    for name, system, base, references in scores:
-        d = paired_deltas(name, base, {"system": system}, references)["system"]
-        label = "agreement" if name == "agreement" else "BLEU (detokenised)"
+    for label, metric, system, base, references in paired:
+        d = paired_deltas(metric, base, {"system": system}, references)["system"]
         print(f"  delta {label}: {d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] p = {d.p:.3f}")
 
 

@@ -241,6 +241,7 @@ def test_experiment_table_equals_scorers(experiment_run):
                  if line.startswith("{") and "valid_ppl" in line]
         best = min(valid, key=lambda v: float(v["valid_loss"]))
         assert ppl_cell == f"{float(best['valid_ppl']):.2f}"
+        assert scores["decoded_epoch"] == int(best["epoch"])
         curve = [float(v["valid_ppl"]) for v in valid]  # one validation per epoch
         assert scores["valid_ppl_by_epoch"] == curve and curve
         assert f"| `{key}` | 1 | " + " | ".join(f"{v:.2f}" for v in curve) in section
@@ -1161,22 +1162,28 @@ def test_flattening_reads_each_backbones_last_epoch():
 
 
 def test_divergence_names_the_runs_whose_last_epoch_rose_above_their_best():
-    """A run is named when its last valid ppl is at least 1.5 times its lowest."""
-    def run(seed, curve, checkpoint="best"):
-        return {"seed": seed, "scores": {"valid_ppl_by_epoch": curve},
+    """A run is named when its last valid ppl is at least 1.5 times its lowest, with the
+    decoded checkpoint's epoch; a record without it names every epoch at the lowest rounded
+    ppl (tree2seq seed 1: 1.10 at epochs 3, 5, 6, its best checkpoint from epoch 5)."""
+    def run(seed, curve, checkpoint="best", decoded_epoch=None):
+        return {"seed": seed, "scores": {"valid_ppl_by_epoch": curve,
+                                         "decoded_epoch": decoded_epoch},
                 "settings": {"checkpoint": checkpoint}}
 
     lines = tables.divergence_lines({
         "attentional_rnn": [run(1, [3.0, 1.1, 1.09, 1.63]), run(2, [3.0, 1.1, 1.7])],
         "sa_nmt_shared": [run(2, [1.79, 1.1, 118.14, 316.92])],
         "syntax_transformer": [run(1, [9.0, 4.0, 6.5], "average of the last 2 epochs")],
-        "tree2seq": [run(1, [])]})
+        "tree2seq": [run(1, []), run(2, [2.3, 1.1, 1.1, 1.11, 1.1, 2.04]),
+                     run(3, [2.3, 1.1, 1.1, 1.11, 1.1, 2.04], decoded_epoch=5)]})
     assert lines == [
         "* **Diverged late** (valid ppl after the last epoch ≥ 1.5 × the best; the checkpoint "
         "decoded): `attentional_rnn` seed 2 (1.10 at epoch 2 → 1.70; best), `sa_nmt_shared` "
         "seed 2 (1.10 at epoch 2 → 316.92; best), `syntax_transformer` seed 1 (4.00 at "
-        "epoch 2 → 6.50; average of the last 2 epochs). A best checkpoint comes from before "
-        "the divergence; an average of the last epochs may not."]
+        "epoch 2 → 6.50; average of the last 2 epochs), `tree2seq` seed 2 (1.10 at epochs "
+        "2, 3, 5 → 2.04; best), `tree2seq` seed 3 (1.10 at epoch 5 → 2.04; best). A best "
+        "checkpoint comes from before the divergence; an average of the last epochs may "
+        "not."]
     assert tables.divergence_lines({"attentional_rnn": [run(1, [3.0, 1.1, 1.2])]}) == []
 
 

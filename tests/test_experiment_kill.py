@@ -102,3 +102,23 @@ def test_a_run_resumed_after_its_budget_trains_no_more(synthetic_raw, synthetic_
     cmd = commands.train_command(method, corpus, args, save, 1)
     subprocess.run(cmd, env=env, check=True, capture_output=True)
     assert read_train_log(log)["train_updates"] == 4
+
+
+def test_checkpoint_progress_counts_the_epochs_fairseqs_iterator_has_trained(tmp_path):
+    """fairseq saves an iterator at an epoch's end as the start of the next epoch: the
+    epochs trained are one fewer there, and the epoch itself when cut short mid-epoch."""
+    import torch
+    from fairseq.data import ListDataset, iterators
+
+    itr = iterators.EpochBatchIterator(ListDataset(list(range(6))), collate_fn=lambda x: x,
+                                       batch_sampler=[[0, 1], [2, 3], [4, 5]], epoch=1)
+    path = str(tmp_path / "checkpoint.pt")
+    for epochs, steps in ((1, 3), (2, 1)):  # a whole epoch, then one batch of the second
+        batches = itr.next_epoch_itr(shuffle=False)
+        for _ in range(steps):
+            next(batches)
+        torch.save({"optimizer_history": [{"num_updates": 3 * (epochs - 1) + steps}],
+                    "extra_state": {"previous_training_time": 1.5,
+                                    "train_iterator": itr.state_dict()}}, path)
+        assert runs.checkpoint_progress(path) == {"updates": 3 * (epochs - 1) + steps,
+                                                  "seconds": 1.5, "epoch": epochs}

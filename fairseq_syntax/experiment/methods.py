@@ -174,6 +174,7 @@ class Row:
     train_updates: Optional[int] = None
     train_seconds: Optional[float] = None
     valid_ppl_by_epoch: List[float] = field(default_factory=list)  # epochs 1, 2, ...
+    decoded_epoch: Optional[int] = None  # epoch of the decoded checkpoint (None: an average)
     error: str = ""
 
 

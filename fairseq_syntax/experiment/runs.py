@@ -86,6 +86,8 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
             row.train_updates = progress["updates"]
         if average and not os.path.exists(ckpt):  # written (atomically) once training ended
             average_checkpoints(last_epoch_checkpoints(save, average), ckpt)
+        if not average:
+            row.decoded_epoch = (checkpoint_progress(ckpt) or {}).get("epoch")
         if method.task == "translation" or average:  # fairseq's validation left the last
             # batch out; an average was never validated
             whole = run_function(whole_split_loss, dict(
@@ -124,7 +126,8 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
                           valid_loss=row.valid_loss, valid_loss_floor=row.valid_loss_floor,
                           train_epochs=row.train_epochs, train_updates=row.train_updates,
                           train_seconds=row.train_seconds,
-                          valid_ppl_by_epoch=row.valid_ppl_by_epoch)
+                          valid_ppl_by_epoch=row.valid_ppl_by_epoch,
+                          decoded_epoch=row.decoded_epoch)
             vcommands = {"train": commands["train"]}
             results.append((variant, vcommands, 0.0))
             decode_and_score(variant, corpus, ckpt, args, save, "." + file_key(key), extra,
@@ -147,13 +150,16 @@ def last_epoch_checkpoints(save: str, n: int) -> List[str]:
 
 
 def checkpoint_progress(checkpoint: str) -> Optional[dict]:
-    """The updates and training seconds of a fairseq checkpoint (None: none readable)."""
+    """The updates, training seconds and epochs trained (the last one counted even if cut
+    short by ``--max-update``) of a fairseq checkpoint (None: none readable)."""
     import torch
 
     try:
         state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        itr = state["extra_state"]["train_iterator"]  # saved at an epoch's end: the next one
         return {"updates": int(state["optimizer_history"][-1]["num_updates"]),
-                "seconds": float(state["extra_state"]["previous_training_time"])}
+                "seconds": float(state["extra_state"]["previous_training_time"]),
+                "epoch": int(itr["epoch"]) - (itr["iterations_in_epoch"] == 0)}
     except Exception:  # noqa: BLE001 - missing, cut short or not fairseq's: fairseq decides
         return None
 

@@ -154,18 +154,25 @@ DIVERGED = 1.5  # a run whose last valid ppl is this many times its best has div
 def divergence_lines(by_key: Dict[str, List[dict]]) -> List[str]:
     """One bullet naming the runs whose valid ppl after the last epoch is ``DIVERGED``
     times their best or more, with the checkpoint each decoded: the best one came before
-    the divergence, an average of the last epochs may not."""
-    runs = [(key, r["seed"], curve.index(min(curve)) + 1, min(curve), curve[-1],
-             r["settings"].get("checkpoint", "best"))
-            for key, rs in by_key.items() for r in rs
-            for curve in [r["scores"].get("valid_ppl_by_epoch") or []]
-            if curve and curve[-1] >= DIVERGED * min(curve)]
+    the divergence, an average of the last epochs may not. The best epoch is the decoded
+    checkpoint's (``decoded_epoch``); a record without it names every epoch at the lowest
+    rounded ppl."""
+    runs = []
+    for key, rs in by_key.items():
+        for r in rs:
+            curve = r["scores"].get("valid_ppl_by_epoch") or []
+            if not curve or curve[-1] < DIVERGED * min(curve):
+                continue
+            best = r["scores"].get("decoded_epoch")
+            epochs = [best] if best else [e + 1 for e, p in enumerate(curve) if p == min(curve)]
+            at = (f"epoch {epochs[0]}" if len(epochs) == 1 else
+                  "epochs " + ", ".join(map(str, epochs)))
+            runs.append(f"`{key}` seed {r['seed']} ({curve[epochs[0] - 1]:.2f} at {at} → "
+                        f"{curve[-1]:.2f}; {r['settings'].get('checkpoint', 'best')})")
     if not runs:
         return []
     return ["* **Diverged late** (valid ppl after the last epoch ≥ "
-            f"{DIVERGED:g} × the best; the checkpoint decoded): "
-            + ", ".join(f"`{key}` seed {seed} ({best:.2f} at epoch {epoch} → {last:.2f}; "
-                        f"{decoded})" for key, seed, epoch, best, last, decoded in runs)
+            f"{DIVERGED:g} × the best; the checkpoint decoded): " + ", ".join(runs)
             + ". A best checkpoint comes from before the divergence; an average of the last "
             "epochs may not."]
 

@@ -30,8 +30,10 @@ setup(
         "matplotlib>=3.7,<4",  # heatmaps of look-ahead attention and syntax gates
     ],
     extras_require={
-        # scipy: the Student-t quantiles a significance test checks the tables against
-        "test": ["pytest>=7", "pytest-timeout>=2.1,<3", "hypothesis>=6.80", "scipy>=1.10,<2"],
+        # scipy: the Student-t quantiles a significance test checks the tables against;
+        # pytest-xdist: README's test command runs the suite on 2 processes, a file each
+        "test": ["pytest>=7", "pytest-timeout>=2.1,<3", "pytest-xdist>=3.5,<4",
+                 "hypothesis>=6.80", "scipy>=1.10,<2"],
         # Japanese (examples/kftt): MeCab + IPAdic is sacreBLEU's ja-mecab tokenizer and the
         # recipe's tokenisation (sacrebleu[ja]'s own ranges); ja_ginza parses Japanese sources
         "ja": ["mecab-python3>=1.0.9,<2", "ipadic>=1.0,<2", "ja-ginza==5.3.0"],

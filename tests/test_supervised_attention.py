@@ -440,10 +440,13 @@ def test_local_p_supervises_the_window_softmax_before_the_gaussian():
         _, weights, new_state = attention(hidden, encoder_out, state)
         before = new_state["extra.attn_before_gaussian"]
         scores = attention.score(hidden, state["keys"])
+        position = attention.local_weights.predictor(hidden, state["last_position"])
     window = weights.gt(0)
     by_hand = torch.softmax(scores.masked_fill(~window, float("-inf")), dim=-1)
     torch.testing.assert_close(before, by_hand)
-    assert bool((weights[window] < before[window]).all())  # the Gaussian lowers every weight
+    # then Luong's Gaussian, σ = D / 2 = 1, multiplies it (1 only where j = p_t exactly)
+    offset = torch.arange(weights.size(1)).float() - position[:, None]
+    torch.testing.assert_close(weights, before * torch.exp(-offset ** 2 / 2.0))
     src_nonpad = net_input["src_tokens"].ne(1)
     tgt_nonpad = sample["target"].ne(1)
     supervised = extra["attn_before_gaussian"][0]

@@ -38,6 +38,20 @@ def run_cli(args, cwd=None, check=True, **kwargs):
     return proc
 
 
+@pytest.fixture(autouse=True)
+def seeded_random_state():
+    """Every test starts from the same random state, whichever tests its process ran
+    before (pytest-xdist hands each process its own share of the files)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+
+
 @pytest.fixture(scope="session")
 def synthetic_raw(tmp_path_factory):
     """Synthetic en->vf corpus (train 400 / valid 40 / test 37) with gold trees and alignments.

@@ -38,6 +38,14 @@ def run_cli(args, cwd=None, check=True, **kwargs):
     return proc
 
 
+@pytest.fixture(scope="session", autouse=True)
+def child_tmpdir(tmp_path_factory):
+    """The commands the tests run keep their temporary files under pytest's own folder:
+    fairseq-train's data-loader worker (``--num-workers`` 1, its default) leaves a
+    ``pymp-*`` folder behind in ``TMPDIR`` at every run, as it does for any user."""
+    os.environ["TMPDIR"] = str(tmp_path_factory.mktemp("tmp"))
+
+
 @pytest.fixture(autouse=True)
 def seeded_random_state():
     """Every test starts from the same random state, whichever tests its process ran

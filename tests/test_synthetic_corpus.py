@@ -410,6 +410,19 @@ def test_score_main_long_distance(tmp_path, capsys):
     assert err.value.code == 2 and str(src) in capsys.readouterr().err
 
 
+def test_score_main_names_the_file_and_line_of_bad_input(tmp_path, capsys):
+    ref, hyp = tmp_path / "ref.vf", tmp_path / "hyp.vf"
+    ref.write_text(f"{LONG_REF}\n{SHORT_REF}\n")
+    hyp.write_bytes(b"\n" + SHORT_REF.encode() + b" \xff\n")  # an empty hypothesis is a line
+    with pytest.raises(SystemExit) as err:
+        score_agreement.main(["--hyp", str(hyp), "--ref", str(ref)])
+    assert err.value.code == 2
+    assert f"{hyp}:2: not valid UTF-8: byte 0xff" in capsys.readouterr().err
+    hyp.write_text(f"\n{SHORT_REF}\n")
+    assert score_agreement.main(["--hyp", str(hyp), "--ref", str(ref)]) == 0
+    assert capsys.readouterr().out == "agreement accuracy: 50.00 (1/2)\n"
+
+
 def test_score_main_bleu_is_sacrebleu_of_the_detokenised_text(tmp_path, capsys):
     from sacrebleu.metrics import BLEU
 

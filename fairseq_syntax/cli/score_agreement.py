@@ -7,11 +7,8 @@ from typing import List, Optional
 
 from fairseq_syntax.data.synthetic_corpus import detokenize
 from fairseq_syntax.evaluation.agreement import agreement_counts, agreement_report
-
-
-def _read_lines(path: str) -> List[str]:
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+from fairseq_syntax.syntax.errors import SyntaxInputError
+from fairseq_syntax.syntax.text_io import read_text_lines
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -38,8 +35,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                         "BLEU with --bleu), with its 95 %% interval and p by sacreBLEU's paired "
                         "bootstrap resampling (PairedTest, 1,000 resamples)")
     args = parser.parse_args(argv)
-    hyps, refs = _read_lines(args.hyp), _read_lines(args.ref)
-    baseline = _read_lines(args.baseline) if args.baseline else None
+    try:  # an empty hypothesis is a line too
+        hyps, refs = (read_text_lines(path, allow_empty=True) for path in (args.hyp, args.ref))
+        baseline = read_text_lines(args.baseline, allow_empty=True) if args.baseline else None
+    except SyntaxInputError as err:
+        parser.error(str(err))
     for path, lines in ((args.hyp, hyps), (args.baseline, baseline)):
         if lines is not None and len(lines) != len(refs):
             parser.error(f"line counts differ: {path} has {len(lines)} lines, "
@@ -47,7 +47,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     trees = None
     if args.src_conllu:
         from fairseq_syntax.syntax.conllu_io import read_conllu_trees
-        from fairseq_syntax.syntax.errors import SyntaxInputError
 
         try:
             trees = read_conllu_trees(args.src_conllu)

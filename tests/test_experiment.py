@@ -110,15 +110,22 @@ def test_smoothed_loss_floor_is_the_minimum_of_fairseqs_criterion():
 
 def test_read_train_log_takes_the_lowest_validation(tmp_path):
     log = tmp_path / "train.log.jsonl"
-    log.write_text("{'config': 'python repr, skipped'}\n" + "".join(
-        json.dumps({"epoch": e, "valid_loss": loss, "valid_ppl": ppl,
-                    "valid_num_updates": str(100 * e)}) + "\n"
-        # epoch 2 twice: a run interrupted after it and resumed appends to the same log
-        for e, loss, ppl in ((1, "2.5", "4.1"), (2, "1.25", "1.35"), (2, "1.2", "1.3"),
-                             (3, "1.4", "1.5"))))
-    assert read_train_log(str(log)) == {"valid_loss": 1.2, "valid_ppl": 1.3,
-                                        "train_epochs": 3, "train_updates": 300,
-                                        "valid_ppl_by_epoch": [4.1, 1.3, 1.5]}
+
+    def write(validations):
+        log.write_text("{'config': 'python repr, skipped'}\n" + "".join(
+            json.dumps({"epoch": e, "valid_loss": loss, "valid_ppl": ppl,
+                        "valid_num_updates": str(100 * e)}) + "\n" for e, loss, ppl in validations))
+        return read_train_log(str(log))
+
+    # epoch 2 twice: a run interrupted after it and resumed appends to the same log
+    assert write(((1, "2.5", "4.1"), (2, "1.2", "1.3"), (2, "1.25", "1.35"),
+                  (3, "1.4", "1.5"))) == {"valid_loss": 1.25, "valid_ppl": 1.35,
+                                          "train_epochs": 3, "train_updates": 300,
+                                          "valid_ppl_by_epoch": [4.1, 1.35, 1.5]}
+    # equal logged losses: checkpoint_best.pt holds the later (KFTT sa_nmt_shared seed 1:
+    # 6.051 at epochs 15 and 16, ppl 29.43 and 29.38; epoch 16 decoded)
+    assert write(((1, "2.5", "4.1"), (2, "1.2", "1.31"), (3, "1.2", "1.3"), (4, "1.3", "1.4"))
+                 )["valid_ppl"] == 1.3
 
 
 def test_epoch_table_has_a_line_per_run_with_a_curve():
@@ -239,9 +246,10 @@ def test_experiment_table_equals_scorers(experiment_run):
         # the validation of lowest loss in fairseq-train's JSON log, and its checkpoint
         valid = [json.loads(line) for line in _lines(run / "train.log.jsonl")
                  if line.startswith("{") and "valid_ppl" in line]
-        best = min(valid, key=lambda v: float(v["valid_loss"]))
-        assert ppl_cell == f"{float(best['valid_ppl']):.2f}"
+        # fairseq's checkpoint_best.pt: of equal logged losses the later (is_better: a <= b)
+        best = min(valid, key=lambda v: (float(v["valid_loss"]), -int(v["epoch"])))
         assert scores["decoded_epoch"] == int(best["epoch"])
+        assert ppl_cell == f"{float(valid[scores['decoded_epoch'] - 1]['valid_ppl']):.2f}"
         curve = [float(v["valid_ppl"]) for v in valid]  # one validation per epoch
         assert scores["valid_ppl_by_epoch"] == curve and curve
         assert f"| `{key}` | 1 | " + " | ".join(f"{v:.2f}" for v in curve) in section

@@ -20,24 +20,25 @@ def log_records(path: str) -> List[dict]:
 
 
 def read_train_log(path: str) -> dict:
-    """The lowest validation loss and the perplexity of that epoch (the checkpoint
-    ``checkpoint_best.pt`` holds), the last epoch, the last update number and the validation
-    perplexity of every epoch (a resumed run's log repeats epochs: the last value counts)."""
+    """The validation loss and perplexity of the epoch ``checkpoint_best.pt`` holds (the lowest
+    loss as logged, rounded; of equal ones the later, as fairseq's ``is_better`` is ``a <= b``),
+    the last epoch, the last update number and the validation perplexity of every epoch (a
+    resumed run's log repeats epochs: the last value counts)."""
     out = {"valid_loss": None, "valid_ppl": None, "train_epochs": None,
            "train_updates": None}
-    ppl_of_epoch: Dict[int, float] = {}
+    valid_of_epoch: Dict[int, tuple] = {}  # epoch: (loss, ppl)
     for stats in log_records(path):
         if "valid_loss" in stats:
-            loss = float(stats["valid_loss"])
-            if out["valid_loss"] is None or loss < out["valid_loss"]:
-                out["valid_loss"] = loss
-                out["valid_ppl"] = float(stats["valid_ppl"])
             out["train_epochs"] = int(stats["epoch"])
-            ppl_of_epoch[int(stats["epoch"])] = float(stats["valid_ppl"])
+            valid_of_epoch[int(stats["epoch"])] = (float(stats["valid_loss"]),
+                                                   float(stats["valid_ppl"]))
         for name in ("num_updates", "train_num_updates", "valid_num_updates"):
             if name in stats:
                 out["train_updates"] = int(float(stats[name]))
-    out["valid_ppl_by_epoch"] = [ppl_of_epoch[e] for e in sorted(ppl_of_epoch)]
+    if valid_of_epoch:
+        best = min(valid_of_epoch, key=lambda e: (valid_of_epoch[e][0], -e))
+        out["valid_loss"], out["valid_ppl"] = valid_of_epoch[best]
+    out["valid_ppl_by_epoch"] = [valid_of_epoch[e][1] for e in sorted(valid_of_epoch)]
     return out
 
 

@@ -1,6 +1,7 @@
 """fairseq-syntax-experiment: the results table holds what the scorers measure on the
 outputs it wrote, one JSON record per finished run, a second invocation skips what is
 done, and the table's mean ± sd and markers are numpy's over the records."""
+import fcntl
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.experiment.tables import update_results
 from fairseq_syntax.evaluation.fairseq_log import read_train_log
 from fairseq_syntax.experiment.tools import (
-    average_checkpoints, smoothed_loss_floor, whole_split_loss,
+    average_checkpoints, exclusive_lock, smoothed_loss_floor, whole_split_loss,
 )
 from fairseq_syntax.data.synthetic_corpus import detokenize
 from fairseq_syntax.evaluation.agreement import agreement_report
@@ -126,6 +127,28 @@ def test_read_train_log_takes_the_lowest_validation(tmp_path):
     # 6.051 at epochs 15 and 16, ppl 29.43 and 29.38; epoch 16 decoded)
     assert write(((1, "2.5", "4.1"), (2, "1.2", "1.31"), (3, "1.2", "1.3"), (4, "1.3", "1.4"))
                  )["valid_ppl"] == 1.3
+
+
+def test_a_run_lock_is_held_until_its_holder_ends_even_killed(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "runs" / "m" / "seed1.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from fairseq_syntax.experiment.tools import exclusive_lock\n"
+         f"with exclusive_lock({str(path)!r}) as other:\n"
+         "    print(other, flush=True); time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "None\n"  # it holds the lock
+        with exclusive_lock(str(path)) as other:
+            assert other == str(holder.pid)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with exclusive_lock(str(path)) as other:
+        assert other is None and path.read_text() == f"{os.getpid()}\n"
 
 
 def test_epoch_table_has_a_line_per_run_with_a_curve():
@@ -294,6 +317,18 @@ def test_second_invocation_skips_and_changed_settings_rerun(experiment_run):
     # a record made with other settings is not this experiment's: that run is done again
     changed = dict(first, settings=dict(first["settings"], lr=0.1))
     backbone.write_text(json.dumps(changed))
+    # ... but not while another invocation trains it in the same folder (holds its lock)
+    run = experiment_run["work"] / "runs" / "attentional_rnn" / "seed1"
+    checkpoint = (run / "checkpoint_best.pt").read_bytes()
+    with open(f"{run}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("4242\n")
+        held.flush()
+        proc = run_cli(argv)
+    assert f"[busy] attentional_rnn seed 1: another fairseq-syntax-experiment (pid 4242) " \
+           f"is training it in {run}; not started" in proc.stderr
+    assert "[start]" not in proc.stderr and (run / "checkpoint_best.pt").read_bytes() == checkpoint
+    assert json.loads(backbone.read_text()) == changed
     args = experiment.parse_args(argv[1:])
     counted = tables.table_records(records.read_records(str(records_dir)), args,
                                        corpora.corpus_description(args))

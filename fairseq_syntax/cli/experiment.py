@@ -25,6 +25,9 @@ skipped (``[skip] METHOD seed N``), one whose settings differ is run again (its 
 under ``--workdir`` starts afresh; ``[rerun] METHOD seed N`` names the settings that differ)
 and its old record, with its translations, is moved to ``RESULTS_DIR/replaced/`` when the
 new one is written: a rerun on another data-bin of the same corpus loses nothing.
+Invocations can share a ``--workdir``: a run's folder is locked while it trains
+(``runs/METHOD/seedN.lock``), and a run another invocation is training is left to it
+(``[busy] METHOD seed N``).
 
 Methods: every registered architecture of the plugin (the backbone ``attentional_rnn``
 first), the backbone under ``supervised_attention_cross_entropy`` (gold/eflomal
@@ -89,7 +92,7 @@ from fairseq_syntax.experiment.runs import run_dir, run_method
 from fairseq_syntax.experiment.tables import (
     fmt, section_markdown, section_name, table_records, update_results,
 )
-from fairseq_syntax.experiment.tools import tool_env, tool_threads
+from fairseq_syntax.experiment.tools import exclusive_lock, tool_env, tool_threads
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -319,22 +322,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     places = places_of(args.workdir, corpus.databin, corpus_home(args), args.results_dir,
                        args.results)
 
+    def recorded(method: Method, seed: int) -> bool:
+        """Whether every row of this run has a record with these settings and translations
+        (a record of version 1 kept no translations: run again, to be tested)."""
+        for k in method_keys([method]):
+            path = record_path(args.results_dir, k, seed)
+            r = read_record(path)
+            if r is None or r["settings"] != run_settings(method, k, args, description) \
+                    or not os.path.exists(hypotheses_path(path)):
+                return False
+        return True
+
     todo: List[Tuple[Method, int]] = []
     for method in methods:
         for seed in args.seeds:
-            settings = {k: run_settings(method, k, args, description)
-                        for k in method_keys([method])}
-            paths = {k: record_path(args.results_dir, k, seed) for k in settings}
-            records = {k: read_record(p) for k, p in paths.items()}
-            # a record of version 1 kept no translations: run again, to be tested
-            if all(r is not None and r["settings"] == settings[k] and
-                   os.path.exists(hypotheses_path(paths[k])) for k, r in records.items()):
-                for k in settings:
+            if recorded(method, seed):
+                for k in method_keys([method]):
                     print(f"[skip] {k} seed {seed}", file=sys.stderr, flush=True)
                 continue
             todo.append((method, seed))
-            for k, r in records.items():
-                changed = changed_settings(r, settings[k])
+            for k in method_keys([method]):
+                changed = changed_settings(read_record(record_path(args.results_dir, k, seed)),
+                                           run_settings(method, k, args, description))
                 if changed:
                     print(f"[rerun] {k} seed {seed}: its record has other "
                           f"{', '.join(changed)}; it will be kept in "
@@ -344,7 +353,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     done = [0]
 
     def one(task: Tuple[Method, int]) -> None:
+        """Run ``task`` unless another invocation holds its folder's lock (it is training it)
+        or has recorded it since the list was made."""
         method, seed = task
+        with exclusive_lock(run_dir(args, method.key, seed) + ".lock") as holder:
+            if holder is None and not recorded(method, seed):
+                train_and_record(method, seed)
+                return
+        with lock:
+            done[0] += 1
+            if holder is None:
+                print(f"[skip] {method.key} seed {seed}: recorded meanwhile by another "
+                      "invocation", file=sys.stderr, flush=True)
+            else:
+                print(f"[busy] {method.key} seed {seed}: another fairseq-syntax-experiment "
+                      f"(pid {holder}) is training it in {run_dir(args, method.key, seed)}; "
+                      "not started", file=sys.stderr, flush=True)
+
+    def train_and_record(method: Method, seed: int) -> None:
         t0 = time.time()
         with lock:
             print(f"[start] {method.key} seed {seed}", file=sys.stderr, flush=True)

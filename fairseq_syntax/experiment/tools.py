@@ -1,6 +1,8 @@
 """Running fairseq's commands and the plugin's functions in their own processes, and
 reading what they write (logs, hypotheses)."""
 import concurrent.futures
+import contextlib
+import fcntl
 import json
 import multiprocessing
 import os
@@ -9,7 +11,7 @@ import shlex
 import signal
 import subprocess
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from fairseq_syntax.syntax.text_io import atomic_text_file
 from fairseq_syntax.user_dir import user_dir
@@ -113,6 +115,29 @@ def _logged_call(fn, kwargs: dict, log_path: str, threads: Optional[int]):
 def shown(cmd: Sequence[str]) -> str:
     """``cmd`` as a shell line, the plugin's folder as a reader's shell finds it."""
     return shlex.join(map(str, cmd)).replace(shlex.quote(user_dir()), USER_DIR_SHELL)
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str) -> Iterator[Optional[str]]:
+    """Hold an exclusive ``flock`` on ``path`` for the ``with`` block, without waiting: yields
+    None when this process holds it, else the pid another process wrote there. The kernel
+    releases the lock when its holder ends, even killed; the file stays."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "a+", encoding="utf-8") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            yield f.read().strip() or "unknown"
+            return
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        try:
+            yield None
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def read_lines(path: str) -> List[str]:

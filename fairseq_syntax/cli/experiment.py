@@ -111,7 +111,8 @@ def get_parser() -> argparse.ArgumentParser:
                    "sacreBLEU tokenizer, extra scores; see fairseq_syntax/evaluation/corpus.py)")
     p.add_argument("--workdir",
                    help="folder for the generated corpus, checkpoints, outputs and logs "
-                   "(WORKDIR/runs/METHOD/seedN/); required unless --render-only")
+                   "(WORKDIR/runs/METHOD/seedN/); invocations may share it: a run another "
+                   "one is training is left to it ([busy]); required unless --render-only")
     p.add_argument("--data-bin",
                    help="an existing data-bin (synthetic: made by fairseq-syntax-preprocess "
                    "from --raw, with --testpref RAW/test,RAW/gen for the gen split; "

@@ -81,6 +81,24 @@ def test_update_results_keeps_other_sections(tmp_path):
     assert text.startswith("# Results")
 
 
+def test_update_results_waits_for_another_experiment_rewriting_the_file(tmp_path):
+    import threading
+
+    path = tmp_path / "RESULTS.md"
+    update_results(str(path), "multi30k", "multi30k numbers\n")
+    before = path.read_text()
+    fd = os.open(tmp_path, os.O_RDONLY)  # another experiment holds the folder's lock
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    writer = threading.Thread(target=update_results, args=(str(path), "synthetic", "mine\n"))
+    writer.start()
+    writer.join(timeout=1.0)
+    assert writer.is_alive() and path.read_text() == before  # it waits: nothing read yet
+    os.close(fd)
+    writer.join()
+    assert path.read_text() == before.rstrip("\n") + \
+        "\n\n<!-- synthetic:begin -->\nmine\n<!-- synthetic:end -->\n"
+
+
 def test_smoothed_loss_floor_is_the_minimum_of_fairseqs_criterion():
     """The floor is fairseq's label-smoothed loss at the smoothed target itself, every
     other distribution scores higher, and gradient descent from random logits stops at it."""

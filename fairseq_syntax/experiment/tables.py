@@ -14,7 +14,7 @@ from fairseq_syntax.evaluation.significance import Delta, seed_mean
 from .comparisons import Comparisons, paired_scores
 from .methods import BACKBONE, TRANSFORMER_BACKBONE, all_methods, method_keys
 from .commands import alignment_head_args, run_settings
-from .tools import write_atomically
+from .tools import folder_lock, write_atomically
 
 
 @dataclass
@@ -566,14 +566,16 @@ def section_name(args) -> str:
 
 
 def update_results(path: str, corpus: str, body: str) -> None:
-    """Replace (or append) the ``corpus`` section of the results file (atomically)."""
+    """Replace (or append) the ``corpus`` section of the results file (atomically; the
+    experiments of other corpora that share the file wait their turn, none undoes another's)."""
     begin, end = f"<!-- {corpus}:begin -->", f"<!-- {corpus}:end -->"
-    old = open(path, encoding="utf-8").read() if os.path.exists(path) else HEADER
-    block = f"{begin}\n{body}{end}"
-    if begin in old and end in old:
-        before, rest = old.split(begin, 1)
-        after = rest.split(end, 1)[1]
-        new = before + block + after
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    write_atomically(path, new)
+    with folder_lock(os.path.dirname(os.path.abspath(path))):
+        old = open(path, encoding="utf-8").read() if os.path.exists(path) else HEADER
+        block = f"{begin}\n{body}{end}"
+        if begin in old and end in old:
+            before, rest = old.split(begin, 1)
+            after = rest.split(end, 1)[1]
+            new = before + block + after
+        else:
+            new = old.rstrip("\n") + "\n\n" + block + "\n"
+        write_atomically(path, new)

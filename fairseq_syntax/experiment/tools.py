@@ -140,6 +140,18 @@ def exclusive_lock(path: str) -> Iterator[Optional[str]]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def folder_lock(folder: str) -> Iterator[None]:
+    """Wait for, then hold, an exclusive ``flock`` on ``folder`` itself (no lock file is
+    made): invocations that rewrite one shared file in it take turns."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def read_lines(path: str) -> List[str]:
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f]

@@ -1187,6 +1187,32 @@ def test_a_corpus_of_its_own_runs_end_to_end_with_two_test_sets(experiment_run):
         assert f"p={p:.3f}" in cell
 
 
+def test_a_reference_that_does_not_fit_its_test_set_stops_the_harness_before_training(
+        experiment_run):
+    tmp, work = experiment_run["tmp"], experiment_run["work"]
+    home = tmp / "misfit"
+    home.mkdir()
+    refs = _lines(work / "raw" / "gen.vf")  # the data-bin's test1 has one sentence per line
+    (home / "gen.vf").write_text("".join(r + "\n" for r in refs[:-1]))
+    (home / "corpus.json").write_text(json.dumps({
+        "name": "misfit", "source": "en", "target": "vf", "data_bin": "../work/data-bin",
+        "test_sets": [{"name": "first", "subset": "test", "reference": "../work/raw/test.vf"},
+                      {"name": "second", "subset": "test1", "reference": "gen.vf"}]}))
+    argv = ["fairseq-syntax-experiment", "--corpus", str(home / "corpus.json"),
+            "--workdir", str(home / "work"), "--results", str(home / "R.md"),
+            "--results-dir", str(home / "records"), "--methods", "attentional_rnn"]
+    proc = run_cli(argv, check=False)
+    assert proc.returncode == 1 and "[start]" not in proc.stderr
+    assert (f"fairseq-syntax-experiment: error: test set second: reference: {home / 'gen.vf'} "
+            f"has {len(refs) - 1} lines, the data-bin's subset test1 {len(refs)} sentences"
+            ) in proc.stderr
+    (home / "gen.vf").write_bytes(b"".join(r.encode() + b"\n" for r in refs[:2]) + b"\xe9\n")
+    proc = run_cli(argv, check=False)
+    assert proc.returncode == 1 and "[start]" not in proc.stderr
+    assert f"error: test set second: reference: {home / 'gen.vf'}:3: not valid UTF-8" in proc.stderr
+    assert not (home / "work" / "runs").exists() and not (home / "records").exists()
+
+
 def test_references_with_html_entities_are_unescaped_as_training_text_was(tmp_path):
     """KFTT's raw English keeps &apos; and the like, which the tokeniser unescaped for
     training: a description that says so scores against the unescaped text."""

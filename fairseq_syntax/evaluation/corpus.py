@@ -173,6 +173,33 @@ def check_corpus(corpus: Corpus, origin: str) -> None:
             raise CorpusError(f"{origin}: {what}: {p} is missing")
 
 
+def check_references(corpus: Corpus) -> None:
+    """Raise :class:`CorpusError` where a test set's reference (or tokenised reference) is not
+    UTF-8 text with one line per sentence of its data-bin subset: found before training, not
+    when the first run is scored hours later."""
+    from fairseq.data import data_utils
+
+    from fairseq_syntax.syntax.errors import SyntaxInputError
+    from fairseq_syntax.syntax.text_io import read_text_lines
+
+    for t in corpus.test_sets:
+        prefix = os.path.join(corpus.databin, f"{t.subset}.{corpus.source}-{corpus.target}."
+                                              f"{corpus.source}")
+        sentences = data_utils.load_indexed_dataset(prefix, None)
+        if sentences is None:
+            raise CorpusError(f"test set {t.name}: {prefix}.idx/.bin: not a fairseq dataset")
+        for what, path in (("reference", t.reference), ("reference_tok", t.reference_tok)):
+            if path is None:
+                continue
+            try:
+                lines = len(read_text_lines(path, allow_empty=True))
+            except SyntaxInputError as err:
+                raise CorpusError(f"test set {t.name}: {what}: {err}") from None
+            if lines != len(sentences):
+                raise CorpusError(f"test set {t.name}: {what}: {path} has {lines} lines, the "
+                                  f"data-bin's subset {t.subset} {len(sentences)} sentences")
+
+
 def recipe_test_sets(databin: str, dest: str, src: str, tgt: str, names: Sequence[str]
                      ) -> List[TestSet]:
     """The test sets a recipe's ``prepare.sh`` wrote under ``dest`` (``raw/NAME.TGT``,

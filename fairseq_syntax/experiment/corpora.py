@@ -12,7 +12,7 @@ from fairseq_syntax.data.side_files import FORMAT_VERSION, SyntaxInputError, rea
 from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpus
 
 from fairseq_syntax.evaluation.corpus import (
-    MULTI30K_DESCRIPTION, Corpus, CorpusError, TestSet, description_of, kftt_corpus, load_corpus, multi30k_corpus, read_description,
+    MULTI30K_DESCRIPTION, Corpus, CorpusError, TestSet, check_references, description_of, kftt_corpus, load_corpus, multi30k_corpus, read_description,
 )
 
 from .tools import read_lines, run_tool, tool_env, write_atomically
@@ -57,6 +57,17 @@ def prepare_corpus(args) -> Corpus:
         return load_corpus(args.corpus)
     except CorpusError as err:
         raise SystemExit(f"fairseq-syntax-experiment: error: {err}") from None
+
+
+def corpus_to_train_on(args) -> Corpus:
+    """:func:`prepare_corpus`, and its references checked against the data-bin's test
+    subsets (one UTF-8 line per sentence)."""
+    corpus = prepare_corpus(args)
+    try:
+        check_references(corpus)
+    except CorpusError as err:
+        raise SystemExit(f"fairseq-syntax-experiment: error: {err}") from None
+    return corpus
 
 
 def synthetic_raw_dir(args) -> Optional[str]:

@@ -76,7 +76,7 @@ import time
 from typing import List, Optional, Sequence, Tuple
 
 from fairseq_syntax.experiment.corpora import (
-    PRESETS, corpus_description, corpus_name, corpus_to_train_on, prepare_corpus,
+    PRESETS, corpus_description, corpus_name, prepare_corpus,
 )
 from fairseq_syntax.experiment.methods import (
     BACKBONE, TRANSFORMER_BACKBONE, family_of, DEFAULTS, DEFAULT_METHODS, DEFAULT_RESULTS, LR_SCHEDULERS, Method, TRANSFORMER_RECIPES,
@@ -295,7 +295,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     corpus = render_corpus(args) if args.render_only else None
     if not args.render_only:
         os.makedirs(args.workdir, exist_ok=True)
-        corpus = corpus_to_train_on(args)
+        corpus = prepare_corpus(args, to_train=True)
     description = corpus_description(args, corpus)
     lock = threading.Lock()
     failures: List[str] = []

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence
 
 from fairseq_syntax.evaluation.translation_scores import bleu_tokenization
+from fairseq_syntax.syntax.errors import SyntaxInputError
+from fairseq_syntax.syntax.text_io import read_text_lines
 
 # scores beyond BLEU and chrF that a corpus may ask for, and what each test set needs for it
 EXTRA_SCORES = {
@@ -83,8 +85,7 @@ class Corpus:
     def references(self, test: TestSet) -> List[str]:
         """The references BLEU and chrF compare with (the synthetic corpus's are written
         tokenised: detokenised like its hypotheses)."""
-        with open(test.reference, encoding="utf-8") as f:
-            refs = [line.rstrip("\n") for line in f]
+        refs = read_text_lines(test.reference, allow_empty=True)  # as check_references
         if self.unescape_references:
             refs = [html.unescape(r) for r in refs]
         return self.detokenize()(refs) if self.detokenizer == "synthetic" else refs
@@ -178,9 +179,6 @@ def check_references(corpus: Corpus) -> None:
     UTF-8 text with one line per sentence of its data-bin subset: found before training, not
     when the first run is scored hours later."""
     from fairseq.data import data_utils
-
-    from fairseq_syntax.syntax.errors import SyntaxInputError
-    from fairseq_syntax.syntax.text_io import read_text_lines
 
     for t in corpus.test_sets:
         prefix = os.path.join(corpus.databin, f"{t.subset}.{corpus.source}-{corpus.target}."

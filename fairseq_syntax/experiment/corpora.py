@@ -42,32 +42,27 @@ def corpus_name(args) -> str:
                          ) from None
 
 
-def prepare_corpus(args) -> Corpus:
-    """The corpus of ``--corpus``, its files checked (the synthetic one made if needed)."""
+def prepare_corpus(args, to_train: bool = False) -> Corpus:
+    """The corpus of ``--corpus``, its files checked (the synthetic one made if needed);
+    ``to_train``: its references too, against the data-bin's test subsets
+    (:func:`check_references`)."""
     try:
         if args.corpus == "synthetic":
-            return prepare_synthetic(args)
-        if args.corpus in ("multi30k", "kftt"):
+            corpus = prepare_synthetic(args)
+        elif args.corpus in ("multi30k", "kftt"):
             if not args.data_bin:
                 raise SystemExit(f"fairseq-syntax-experiment: error: --corpus {args.corpus} "
                                  f"needs --data-bin (the data-bin examples/{args.corpus}/"
                                  "prepare.sh made)")
             preset = multi30k_corpus if args.corpus == "multi30k" else kftt_corpus
-            return preset(args.data_bin, args.corpus_dir)
-        return load_corpus(args.corpus)
+            corpus = preset(args.data_bin, args.corpus_dir)
+        else:
+            corpus = load_corpus(args.corpus)
+        if to_train:
+            check_references(corpus)
+        return corpus
     except CorpusError as err:
         raise SystemExit(f"fairseq-syntax-experiment: error: {err}") from None
-
-
-def corpus_to_train_on(args) -> Corpus:
-    """:func:`prepare_corpus`, and its references checked against the data-bin's test
-    subsets (one UTF-8 line per sentence)."""
-    corpus = prepare_corpus(args)
-    try:
-        check_references(corpus)
-    except CorpusError as err:
-        raise SystemExit(f"fairseq-syntax-experiment: error: {err}") from None
-    return corpus
 
 
 def synthetic_raw_dir(args) -> Optional[str]:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from typing import Dict, Iterator, List, Optional, Sequence
 
-from fairseq_syntax.syntax.text_io import atomic_text_file
+from fairseq_syntax.syntax.text_io import atomic_text_file, read_text_lines
 from fairseq_syntax.user_dir import user_dir
 
 from .methods import USER_DIR_SHELL
@@ -153,8 +153,9 @@ def folder_lock(folder: str) -> Iterator[None]:
 
 
 def read_lines(path: str) -> List[str]:
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+    """Every line of ``path``, empty ones too (:func:`~fairseq_syntax.syntax.text_io.read_text_lines`:
+    the lines the references are checked by before training)."""
+    return read_text_lines(path, allow_empty=True)
 
 
 def write_lines(path: str, lines: Sequence[str]) -> None:

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# On the lent GPU machine: one device call of at most 10 minutes, whose results come back
+# in $OUT (files carried by examples/device/carry.sh; see examples/device/README.md).
+#
+#   bash examples/device/call.sh readiness NAME
+#       fairseq-syntax-gpu-readiness on .carry/NAME/data-bin, every architecture in fp32,
+#       --fp16 and --bf16 (< 8 min) -> $OUT/readiness.md
+#   bash examples/device/call.sh experiment NAME EXPERIMENT_OPTIONS...
+#       fairseq-syntax-experiment --gpu on .carry/NAME (the corpus preset from NAME's
+#       prefix, kftt or multi30k), stopped after 9 minutes; the records of the runs that
+#       finished, and their section of docs/RESULTS.md -> $OUT/results.tgz, to unpack here
+#       with `tar -xzf results.tgz` in the checkout
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+STEP=${1:-} NAME=${2:-}
+if [ -z "$NAME" ] || { [ "$STEP" != readiness ] && [ "$STEP" != experiment ]; }; then
+  echo "call.sh: usage: call.sh readiness|experiment NAME [OPTIONS...] (see its header)" >&2
+  exit 2
+fi
+if [ ! -f ".carry/$NAME.tar.xz" ]; then
+  echo "call.sh: .carry/$NAME.tar.xz must have travelled: here, carry.sh --dest DIR" \
+       "(DIR named NAME), then run(carry=[\".whl\", \".carry\"], ...)" >&2
+  exit 2
+fi
+[ -d ".carry/$NAME/data-bin" ] || tar -xJf ".carry/$NAME.tar.xz" -C .carry
+shift 2
+: "${OUT:?call.sh runs on the device, where \$OUT is the folder that comes back}"
+source examples/device/setup.sh
+case "$STEP" in
+  readiness)
+    timeout 500 fairseq-syntax-gpu-readiness ".carry/$NAME/data-bin" --preset recipe \
+      --steps 10 --warmup 3 --time-budget 420 --out "$OUT/readiness.md" ;;
+  experiment)
+    case "$NAME" in kftt*) CORPUS=kftt ;; multi30k*) CORPUS=multi30k ;;
+      *) echo "call.sh: NAME must start with kftt or multi30k (the corpus preset)" >&2; exit 2 ;;
+    esac
+    status=0
+    timeout 540 fairseq-syntax-experiment --corpus "$CORPUS" --data-bin ".carry/$NAME/data-bin" \
+      --workdir /tmp/fairseq-syntax-work --gpu "$@" || status=$?
+    tar -czf "$OUT/results.tgz" docs/results docs/RESULTS.md docs/figures
+    echo "call.sh: fairseq-syntax-experiment ended with $status (124: stopped at 9 minutes;" \
+         "the runs it finished are in results.tgz)"
+    ;;
+esac

@@ -8,8 +8,8 @@
 #   bash examples/device/call.sh experiment NAME EXPERIMENT_OPTIONS...
 #       fairseq-syntax-experiment --gpu on .carry/NAME (the corpus preset from NAME's
 #       prefix, kftt or multi30k), stopped after 9 minutes; the records of the runs that
-#       finished, and their section of docs/RESULTS.md -> $OUT/results.tgz, to unpack here
-#       with `tar -xzf results.tgz` in the checkout
+#       finished (docs/results/CORPUS-gpu/) -> $OUT/results.tgz, to unpack here in the
+#       checkout (`tar -xzf results.tgz`) and render with --gpu --render-only
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEP=${1:-} NAME=${2:-}
@@ -37,7 +37,7 @@ case "$STEP" in
     status=0
     timeout 540 fairseq-syntax-experiment --corpus "$CORPUS" --data-bin ".carry/$NAME/data-bin" \
       --workdir /tmp/fairseq-syntax-work --gpu "$@" || status=$?
-    tar -czf "$OUT/results.tgz" docs/results docs/RESULTS.md docs/figures
+    tar -czf "$OUT/results.tgz" docs/results/*-gpu  # records only: tables are rendered here
     echo "call.sh: fairseq-syntax-experiment ended with $status (124: stopped at 9 minutes;" \
          "the runs it finished are in results.tgz)"
     ;;

@@ -399,13 +399,15 @@ SIGNIFICANCE_NOTE = (
     "the method's translations against its backbone's of the same training seed: Δ, its 95 % "
     "interval over the resamples, and p. A cell gives the mean Δ over the seeds with a "
     "Student-t 95 % interval (one seed: that seed's bootstrap interval) and how many seeds "
-    "had p < 0.05. **Bold**: significant (the interval over ≥ 2 seeds excludes 0; one seed: "
-    "p < 0.05, marked † as one training run). Otherwise no difference is shown. Runs without "
+    "were significant. **Bold**: significant (the interval over ≥ 2 seeds excludes 0; one "
+    "seed: p < 0.05 and its interval excludes 0, marked † as one training run; sacreBLEU's p "
+    "and its percentile interval can disagree near the edge, so both are asked). Otherwise no "
+    "difference is shown. Runs without "
     "kept translations (records of version 1) are not tested.")
 
 
 def comparison_cell(by_seed: Dict[int, Delta]) -> str:
-    """One significance cell: mean Δ [interval] over seeds, seeds with p < 0.05."""
+    """One significance cell: mean Δ [interval] over seeds, how many seeds were significant."""
     if not by_seed:
         return "–"
     deltas = [by_seed[s] for s in sorted(by_seed)]

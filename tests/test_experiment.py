@@ -190,14 +190,31 @@ def test_positions_table_has_a_line_per_run_that_recorded_positions():
         ["attentional_rnn", "sdatt_double_syntax"],
         {"attentional_rnn": [{"seed": 1, "scores": {"positions": {}}}],
          "sdatt_double_syntax": [{"seed": 2, "scores": {"positions": shares}}]})
-    assert lines[-1] == "| `sdatt_double_syntax` | 2 | 0.0 | 99.4 | – | 0.00 | 0.03 | -0.03 |"
+    assert lines[-1] == ("| `sdatt_double_syntax` | 2 | 0.0 | 99.4 | – | 0.00 | 0.03 | -0.03 | "
+                         "99.4 % of steps at the first word |")
     assert len(lines) == 6
     shares["position_at_last"] = 0.6
     lines = tables.positions_table(["sdatt_double_syntax"], {"sdatt_double_syntax": [
         {"seed": 2, "scores": {"positions": shares}}]})
-    assert lines[-1] == "| `sdatt_double_syntax` | 2 | 0.0 | 99.4 | 0.6 | 0.00 | 0.03 | -0.03 |"
+    assert lines[-1] == ("| `sdatt_double_syntax` | 2 | 0.0 | 99.4 | 0.6 | 0.00 | 0.03 | -0.03 | "
+                         "99.4 % of steps at the first word |")
     assert tables.positions_table(["attentional_rnn"], {"attentional_rnn": [
         {"seed": 1, "scores": {}}]}) == []
+
+
+def test_a_predictor_is_degenerated_at_one_end_at_eos_or_standing_still():
+    from fairseq_syntax.evaluation.positions import degenerated
+
+    moving = {"position_at_eos": 0.0, "position_at_first": 0.0, "position_at_last": 0.0,
+              "position_mean_relative": 0.39, "position_sd_relative": 0.22}  # Multi30k seed 1
+    assert degenerated(moving) is None
+    assert degenerated({**moving, "position_at_eos": 91.0}) == "91.0 % of steps at eos"
+    assert degenerated({**moving, "position_at_last": 50.5}) == "50.5 % of steps at the last word"
+    assert degenerated({**moving, "position_at_first": 50.0}) is None  # over half, not half
+    # KFTT en-ja seed 1: the logit stayed near 0, p_i at the source's middle
+    assert degenerated({**moving, "position_mean_relative": 0.49, "position_sd_relative": 0.02}) \
+        == "p/J stays at 0.49 (sd 0.02)"
+    assert degenerated({**moving, "position_sd_relative": 0.05}) is None
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ one), and the Pearson correlation of ``p_i / J`` with the target step's ``i / I`
 follows the translation along the source has a positive one; ``I`` counts the target's
 tokens, eos included). A predictor that puts most steps at ``eos`` or at one end of the
 source has degenerated: its syntax-directed context is not a window that moves over the
-source."""
-from typing import Dict, List
+source. So has one whose ``p_i`` hardly moves (:func:`degenerated`)."""
+from typing import Dict, List, Optional
 
 import torch
 
@@ -78,6 +78,25 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
             "position_sd_relative": float(source.std(unbiased=False)),
             "position_target_correlation": float(torch.corrcoef(torch.stack([source, target]))[0, 1]),
             "position_steps": steps}
+
+
+MOST = 50.0  # % of steps at eos or at one end of the source: degenerated
+STILL = 0.05  # sd of p_i / J below it: the window stays put (synthetic 0.11-0.32, Multi30k 0.22)
+
+
+def degenerated(shares: Dict[str, float]) -> Optional[str]:
+    """Why the predictor of :func:`position_shares` has degenerated, or None: most steps at eos,
+    at the first or at the last word (> 50 %), or ``p_i / J`` with a standard deviation under
+    0.05 (the window stays at one place of the source, e.g. its middle when the logit stays
+    near 0)."""
+    for key, where in (("position_at_eos", "at eos"), ("position_at_first", "at the first word"),
+                       ("position_at_last", "at the last word")):
+        if (shares.get(key) or 0.0) > MOST:
+            return f"{shares[key]:.1f} % of steps {where}"
+    sd = shares.get("position_sd_relative")
+    if sd is not None and sd < STILL:
+        return f"p/J stays at {shares['position_mean_relative']:.2f} (sd {sd:.2f})"
+    return None
 
 
 def checkpoint_position_shares(databin: str, checkpoint: str, split: str = "test",

@@ -354,15 +354,19 @@ def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[str]
 def positions_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[str]:
     """Where each run's position predictors put ``p_i`` on the first test set
     (:mod:`fairseq_syntax.evaluation.positions`), a line per run that recorded it (``[]`` if
-    none did): a predictor with most steps at eos or at the first word has degenerated."""
+    none did), with :func:`~fairseq_syntax.evaluation.positions.degenerated`'s verdict."""
+    from fairseq_syntax.evaluation.positions import degenerated
+
     runs = [(key, r) for key in rows for r in by_key.get(key, []) if r["scores"].get("positions")]
     if not runs:
         return []
     lines = ["", "Where the position predictors put p_i (first test set, teacher-forced target "
-             "steps; `fairseq_syntax/evaluation/positions.py`):", "",
+             "steps; `fairseq_syntax/evaluation/positions.py`). Degenerated: over 50 % of steps "
+             "at eos or at one end of the source, or sd p/J under 0.05 (the window stays in one "
+             "place); such a run tests something other than the paper's method:", "",
              "| method | seed | at eos % | at the first word % | at the last word % | mean p/J | "
-             "sd p/J | correlation with i/I |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "sd p/J | correlation with i/I | degenerated |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for key, r in runs:
         p = r["scores"]["positions"]
         lines.append(f"| `{key}` | {r['seed']} | {fmt(p.get('position_at_eos'), 1)} | "
@@ -370,7 +374,8 @@ def positions_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[
                      f"{fmt(p.get('position_at_last'), 1)} | "
                      f"{fmt(p.get('position_mean_relative'))} | "
                      f"{fmt(p.get('position_sd_relative'))} | "
-                     f"{fmt(p.get('position_target_correlation'))} |")
+                     f"{fmt(p.get('position_target_correlation'))} | "
+                     f"{degenerated(p) or 'no'} |")
     return lines
 
 

@@ -1,5 +1,5 @@
 """examples/device: the scripts of a lent GPU machine's call refuse what would waste the call
-(no carried corpus, no $OUT, not a data-bin) before they install or download anything."""
+(no carried corpus, not a data-bin) before they install or download anything."""
 import os
 import subprocess
 

@@ -1,11 +1,11 @@
 # On the lent GPU machine, first in every call (`source examples/device/setup.sh`): install
-# the wheels of .whl/ (fetch_wheels.sh, carried) and this checkout into /tmp beside the
+# the wheels of .whl/ (carry.sh, carried) and this checkout into /tmp beside the
 # image's own python3 (its torch and CUDA stay), and put their commands on PATH.
 # The wheels are installed once per machine; the checkout every call, as it travelled.
 SITE=/tmp/fairseq-syntax-site
 if [ ! -f "$SITE/wheels/.installed" ]; then
   if ! ls .whl/*.whl >/dev/null 2>&1; then
-    echo "setup.sh: no .whl/*.whl here: run examples/device/fetch_wheels.sh and carry .whl" >&2
+    echo "setup.sh: no .whl/*.whl here: run examples/device/carry.sh here and carry .whl" >&2
     return 2 2>/dev/null || exit 2
   fi
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \

@@ -9,6 +9,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence
 
+from fairseq_syntax.evaluation.positions import degenerated
 from fairseq_syntax.evaluation.significance import Delta, seed_mean
 
 from .comparisons import Comparisons, paired_scores
@@ -355,8 +356,6 @@ def positions_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[
     """Where each run's position predictors put ``p_i`` on the first test set
     (:mod:`fairseq_syntax.evaluation.positions`), a line per run that recorded it (``[]`` if
     none did), with :func:`~fairseq_syntax.evaluation.positions.degenerated`'s verdict."""
-    from fairseq_syntax.evaluation.positions import degenerated
-
     runs = [(key, r) for key in rows for r in by_key.get(key, []) if r["scores"].get("positions")]
     if not runs:
         return []

@@ -202,6 +202,28 @@ def test_positions_table_has_a_line_per_run_that_recorded_positions():
         {"seed": 1, "scores": {}}]}) == []
 
 
+def test_the_difference_table_marks_a_method_whose_predictor_degenerated():
+    from fairseq_syntax.evaluation.significance import Delta
+
+    still = {"position_at_eos": 0.0, "position_mean_relative": 0.49, "position_sd_relative": 0.02}
+    moving = {**still, "position_sd_relative": 0.22}
+    by_key = {"sdatt_double_syntax": [{"seed": 1, "scores": {"positions": still}},
+                                      {"seed": 2, "scores": {"positions": moving}}],
+              "tree2seq": [{"seed": 1, "scores": {}}]}
+    degenerate = tables.degenerated_seeds(["sdatt_double_syntax", "tree2seq"], by_key)
+    assert degenerate == {"sdatt_double_syntax": [1]}
+    comparisons = {("sdatt_double_syntax", "test", "bleu"): {1: Delta(-0.08, -0.48, 0.29, 0.245)},
+                   ("tree2seq", "test", "bleu"): {1: Delta(0.5, 0.1, 0.9, 0.01)}}
+    lines = tables.significance_table(["sdatt_double_syntax", "tree2seq"], comparisons, ["test"],
+                                      ["bleu"], degenerate)
+    assert lines[2] == "| `sdatt_double_syntax` ‡ | -0.08 [-0.48, +0.29] p=0.245 |"
+    assert lines[3] == "| `tree2seq` | **+0.50 [+0.10, +0.90] p=0.010** † |"
+    assert lines[5] == ("‡ `sdatt_double_syntax`: its position predictor degenerated in seed(s) 1 "
+                        "(positions table below), so these differences do not test the paper's "
+                        "method.")
+    assert len(lines) == 6
+
+
 def test_a_predictor_is_degenerated_at_one_end_at_eos_or_standing_still():
     from fairseq_syntax.evaluation.positions import degenerated
 

@@ -306,7 +306,8 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
                                                               family[family_rows[0]]))
         lines += ["", f"Difference from `{backbone}` (method − backbone; 95 % interval):", ""]
         lines += significance_table([k for k in family_rows if k != backbone], comparisons,
-                                    tests, tested_scores(corpus_name, comparisons))
+                                    tests, tested_scores(corpus_name, comparisons),
+                                    degenerated_seeds(family_rows, by_key))
         if figures_dir:
             lines += section_figures(figures_dir, section_name(args), name, backbone,
                                      [k for k in family_rows if k not in decode_only],
@@ -426,17 +427,38 @@ def comparison_cell(by_seed: Dict[int, Delta]) -> str:
 
 
 def significance_table(rows: Sequence[str], comparisons: Comparisons, tests: Sequence[str],
-                       scores: Sequence[str]) -> List[str]:
-    """A row per method: its difference from the backbone for every test set and score."""
+                       scores: Sequence[str],
+                       degenerate: Optional[Dict[str, List[int]]] = None) -> List[str]:
+    """A row per method: its difference from the backbone for every test set and score; a
+    method whose position predictor degenerated (``degenerate``: its seeds) is marked ‡."""
+    degenerate = degenerate or {}
     cols = [(t, s) for t in tests for s in scores]
     cols = [(t, s) for t, s in cols if s != "ribes" or any(  # RIBES: where it was tested
         (k, t, s) in comparisons for k in rows)]
     lines = ["| method | " + " | ".join(f"Δ {SCORE_NAMES[s]} {test_label(t)}" for t, s in cols)
              + " |", "| --- |" + " ---: |" * len(cols)]
     for key in rows:
-        lines.append(f"| `{key}` | " + " | ".join(
+        lines.append(f"| `{key}`{' ‡' if key in degenerate else ''} | " + " | ".join(
             comparison_cell(comparisons.get((key, t, s), {})) for t, s in cols) + " |")
+    for key in rows:
+        if key in degenerate:
+            seeds = ", ".join(str(s) for s in degenerate[key])
+            lines += ["", f"‡ `{key}`: its position predictor degenerated in seed(s) {seeds} "
+                          "(positions table below), so these differences do not test the "
+                          "paper's method."]
     return lines
+
+
+def degenerated_seeds(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> Dict[str, List[int]]:
+    """Each row's seeds whose position predictor degenerated
+    (:func:`~fairseq_syntax.evaluation.positions.degenerated`); rows without any left out."""
+    out = {}
+    for key in rows:
+        seeds = sorted(r["seed"] for r in by_key.get(key, [])
+                       if degenerated(r["scores"].get("positions") or {}))
+        if seeds:
+            out[key] = seeds
+    return out
 
 
 SCORE_NAMES = {"bleu": "BLEU", "chrf": "chrF", "agreement": "agreement", "ribes": "RIBES"}

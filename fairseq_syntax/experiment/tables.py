@@ -129,8 +129,10 @@ FLAT = 2.0  # % : a backbone whose last epoch lowered valid ppl by less has flat
 
 def flattening_lines(by_key: Dict[str, List[dict]]) -> List[str]:
     """One bullet per backbone with a per-epoch curve: how much its last epoch lowered
-    valid ppl, per seed, and whether that is under ``FLAT`` % (the budget's check where
-    no loss floor is known)."""
+    valid ppl, per seed, and the budget's verdict where no loss floor is known: still
+    falling (a seed's last epoch lowered it by ``FLAT`` % or more), past its best (a seed
+    ended ``FLAT`` % or more above its lowest: the recipe overfits or its lr is too high),
+    else flattened."""
     lines = []
     for key in (BACKBONE, TRANSFORMER_BACKBONE):
         runs = [(r["seed"], r["scores"]["valid_ppl_by_epoch"]) for r in by_key.get(key, [])
@@ -139,13 +141,23 @@ def flattening_lines(by_key: Dict[str, List[dict]]) -> List[str]:
             continue
         drops = [(seed, curve[-2], curve[-1], 100.0 * (1 - curve[-1] / curve[-2]))
                  for seed, curve in runs]
+        past_best = [(seed, min(curve), curve.index(min(curve)) + 1,
+                      100.0 * (curve[-1] / min(curve) - 1)) for seed, curve in runs]
+        past_best = [p for p in past_best if p[3] >= FLAT]
+        if max(d for *_, d in drops) >= FLAT:
+            verdict = (f": **still falling** ({FLAT:.0f} % or more in the last epoch); a "
+                       "longer budget may change the table.")
+        elif past_best:
+            verdict = (": **past its best**, " + ", ".join(
+                f"lowest {low:.2f} at epoch {epoch}, {rise:+.1f} % at the last (seed {seed})"
+                for seed, low, epoch, rise in past_best)
+                + ": the recipe overfits (or its lr is too high) at this budget.")
+        else:
+            verdict = f": every seed under {FLAT:.0f} %, flattened at this budget."
         lines.append(
             f"* Has `{key}` flattened? Valid ppl over its last epoch: "
             + ", ".join(f"{a:.2f} → {b:.2f} ({-d:+.1f} %, seed {seed})" for seed, a, b, d in drops)
-            + (f": every seed under {FLAT:.0f} %, flattened at this budget."
-               if max(d for *_, d in drops) < FLAT else
-               f": **still falling** ({FLAT:.0f} % or more in the last epoch); a longer "
-               "budget may change the table."))
+            + verdict)
     return lines
 
 

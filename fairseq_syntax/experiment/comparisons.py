@@ -10,9 +10,10 @@ from typing import Dict, List, Optional, Tuple
 
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.evaluation.significance import N_SAMPLES, Delta, paired_deltas
+from fairseq_syntax.syntax.text_io import read_text_lines
 
 from .records import SIGNIFICANCE_CACHE as CACHE, read_hypotheses
-from .tools import read_lines, write_atomically
+from .tools import write_atomically
 
 # (method key, test set, score) -> {seed: Delta}
 Comparisons = Dict[Tuple[str, str, str], Dict[int, Delta]]
@@ -50,7 +51,7 @@ def compare_methods(by_key: Dict[str, List[dict]], backbone_of: Dict[str, str],
         if not theirs or not mine or test not in theirs or test not in mine:
             return None, None, None
         return theirs[test], mine[test], lambda: (
-            read_lines(corpus.test_set(test).reference_tok)
+            read_text_lines(corpus.test_set(test).reference_tok, allow_empty=True)
             if corpus.test_set(test).reference_tok else None)
 
     out: Comparisons = {}

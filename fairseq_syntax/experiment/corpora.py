@@ -14,8 +14,9 @@ from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpu
 from fairseq_syntax.evaluation.corpus import (
     MULTI30K_DESCRIPTION, Corpus, CorpusError, TestSet, check_references, description_of, kftt_corpus, load_corpus, multi30k_corpus, read_description,
 )
+from fairseq_syntax.syntax.text_io import read_text_lines
 
-from .tools import read_lines, run_tool, tool_env, write_atomically
+from .tools import run_tool, tool_env, write_atomically
 
 
 PRESETS = ("synthetic", "multi30k", "kftt")
@@ -108,7 +109,7 @@ def corpus_description(args, corpus: Optional[Corpus] = None) -> str:
     stamp = generated_stamp(args)
     vocab = (stamp or {}).get("vocab_size") if args.data_bin else args.vocab_size
     if args.raw and stamp is None:
-        sizes = [len(read_lines(p)) if os.path.exists(p) else 0
+        sizes = [len(read_text_lines(p, allow_empty=True)) if os.path.exists(p) else 0
                  for p in (os.path.join(args.raw, f"{s}.vf")
                            for s in ("train", "valid", "test", "gen"))]
         if args.data_bin and not os.path.exists(os.path.join(args.data_bin,

@@ -10,12 +10,11 @@ from fairseq_syntax.evaluation.architectures import FAIRSEQ_PEERS
 from fairseq_syntax.evaluation.corpus import Corpus, TestSet
 from fairseq_syntax.evaluation.fairseq_commands import rnn_size_args
 from fairseq_syntax.evaluation.translation_scores import score_translations
+from fairseq_syntax.syntax.text_io import read_text_lines
 
 from .commands import device_args, transformer_model_args
 from .methods import BACKBONE, Method, Row, TRANSFORMER_BACKBONE
-from .tools import (
-    hypotheses_of, read_lines, run_function, shown, tool_threads, write_lines,
-)
+from .tools import hypotheses_of, run_function, shown, tool_threads, write_lines
 
 
 def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
@@ -34,7 +33,7 @@ def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
     ribes = "ribes" in corpus.scores
     scored = score_translations(hyps, refs, corpus.bleu_tokenize,
                                 hyps_tok if ribes else None,
-                                read_lines(test.reference_tok) if ribes else None)
+                                read_text_lines(test.reference_tok, allow_empty=True) if ribes else None)
     scores = row.tests.setdefault(test.name, {})
     scores.update(bleu=scored.bleu, chrf=scored.chrf)
     row.bleu_signature, row.chrf_signature = scored.signatures["bleu"], scored.signatures["chrf"]
@@ -43,7 +42,7 @@ def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
         scores["ribes"], row.ribes_signature = scored.ribes, scored.signatures["ribes"]
         row.hypotheses_tok[test.name] = hyps_tok
     if "bleu_tok" in corpus.scores:  # comparable with published tokenised BLEU
-        scores["bleu_tok"] = tokenised_bleu(hyps_tok, read_lines(test.reference_tok))
+        scores["bleu_tok"] = tokenised_bleu(hyps_tok, read_text_lines(test.reference_tok, allow_empty=True))
     if "agreement" in corpus.scores:
         from fairseq_syntax.evaluation.agreement import agreement_report
         from fairseq_syntax.syntax.conllu_io import read_conllu_trees

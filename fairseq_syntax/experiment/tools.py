@@ -152,12 +152,6 @@ def folder_lock(folder: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def read_lines(path: str) -> List[str]:
-    """Every line of ``path``, empty ones too (:func:`~fairseq_syntax.syntax.text_io.read_text_lines`:
-    the lines the references are checked by before training)."""
-    return read_text_lines(path, allow_empty=True)
-
-
 def write_lines(path: str, lines: Sequence[str]) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(line + "\n" for line in lines))
@@ -172,7 +166,7 @@ def write_atomically(path: str, text: str) -> None:
 def hypotheses_of(generate_out: str) -> List[str]:
     """The first ``H-`` line of every sentence, in sentence order."""
     hyps: Dict[int, str] = {}
-    for line in read_lines(generate_out):
+    for line in read_text_lines(generate_out, allow_empty=True):
         m = re.match(r"H-(\d+)\t[^\t]*\t?(.*)$", line)
         if m and int(m.group(1)) not in hyps:
             hyps[int(m.group(1))] = m.group(2)

@@ -1015,6 +1015,31 @@ def test_transformer_methods_train_with_the_transformer_recipe():
                                "--transformer-recipe", "depth=3"])
 
 
+def test_a_pre_norm_recipe_builds_fairseqs_pre_norm_layers():
+    """``normalize_before=true`` gives fairseq's --encoder/--decoder-normalize-before, which
+    fairseq's Transformer reads as layer norm before each sublayer, and a final layer norm
+    (absent from post-norm, the default); a value other than a boolean is an error."""
+    from fairseq_syntax.evaluation.checkpoints import training_config
+
+    (backbone,) = methods.select_methods("syntax_transformer")
+    corpus = Corpus("multi30k", "en", "de", "bin", [])
+    norms = {}
+    for value in ("true", "False"):
+        args = experiment.parse_args(["--corpus", "multi30k", "--workdir", "w",
+                                      "--transformer-recipe", f"normalize_before={value}"])
+        cmd = commands.train_command(backbone, corpus, args, "save", 1)
+        cfg = training_config(["bin", "--arch", "transformer",
+                               *commands.transformer_size_args(args.transformer)])
+        norms[value] = (args.transformer["normalize_before"], "--encoder-normalize-before" in cmd,
+                        "--decoder-normalize-before" in cmd, cfg.model.encoder_normalize_before,
+                        cfg.model.decoder_normalize_before)
+    assert norms == {"true": (True, True, True, True, True),
+                     "False": (False, False, False, False, False)}
+    with pytest.raises(SystemExit):
+        experiment.parse_args(["--corpus", "multi30k", "--workdir", "w",
+                               "--transformer-recipe", "normalize_before=sometimes"])
+
+
 def test_a_linear_schedule_decays_to_zero_at_the_budget_and_averaging_keeps_its_epochs():
     recipe = ["--transformer-recipe",
               "lr_scheduler=linear,updates=1510,epochs=none,average_last=3"]

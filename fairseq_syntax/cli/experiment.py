@@ -248,6 +248,14 @@ def parse_args(argv: Optional[Sequence[str]] = None, parser=None) -> argparse.Na
     return args
 
 
+def boolean(value: str) -> bool:
+    """``true``/``false`` (any case), ``1``/``0``, ``yes``/``no``."""
+    known = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+    if value.lower() not in known:
+        raise ValueError(value)
+    return known[value.lower()]
+
+
 def transformer_recipe(parser, args) -> dict:
     """The corpus's Transformer recipe with ``--transformer-recipe`` applied (each value
     read as the type of the recipe's own; ``none`` for an empty budget) and, when given,
@@ -264,9 +272,10 @@ def transformer_recipe(parser, args) -> dict:
             continue
         kind = type(old) if old is not None else int
         try:
-            recipe[key] = kind(value)
+            recipe[key] = boolean(value) if kind is bool else kind(value)
         except ValueError:
-            parser.error(f"--transformer-recipe {item!r}: {key} takes a {kind.__name__}")
+            parser.error(f"--transformer-recipe {item!r}: {key} takes a "
+                         + ("true or false" if kind is bool else kind.__name__))
     if args.updates is not None or args.epochs is not None:
         recipe["updates"], recipe["epochs"] = args.updates, args.epochs
     if not recipe["updates"] and not recipe["epochs"]:

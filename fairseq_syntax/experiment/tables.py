@@ -560,7 +560,8 @@ def transformer_recipe_lines(corpus_name: str, rows: Sequence[str],
         f"* Recipe of every Transformer method (`TRANSFORMER_RECIPES`): {budget} of at most "
         f"{r['max_tokens']} tokens"
         + (f" (or {args.max_minutes} min, whichever first)" if args.max_minutes else "")
-        + f", {r['layers']} + {r['layers']} layers of {r['embed_dim']}, FFN {r['ffn_dim']}, "
+        + f", {r['layers']} + {r['layers']} {'pre-norm ' if r.get('normalize_before') else ''}"
+        f"layers of {r['embed_dim']}, FFN {r['ffn_dim']}, "
         f"{r['heads']} heads, shared decoder input/output embeddings, dropout {r['dropout']}, "
         f"Adam {r['adam_betas']} lr {r['lr']} with "
         + ("inverse-sqrt decay" if r["lr_scheduler"] == "inverse_sqrt" else

@@ -31,7 +31,7 @@ def transformer_size_args(recipe: dict) -> List[str]:
                 f"--{side}-ffn-embed-dim", str(recipe["ffn_dim"]),
                 f"--{side}-layers", str(recipe["layers"]),
                 f"--{side}-attention-heads", str(recipe["heads"])]
-    if recipe.get("normalize_before"):
+    if recipe["normalize_before"]:
         out += ["--encoder-normalize-before", "--decoder-normalize-before"]
     return out + ["--dropout", str(recipe["dropout"]),
                   "--attention-dropout", str(recipe["attention_dropout"]),

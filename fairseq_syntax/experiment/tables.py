@@ -141,9 +141,12 @@ def flattening_lines(by_key: Dict[str, List[dict]]) -> List[str]:
             continue
         drops = [(seed, curve[-2], curve[-1], 100.0 * (1 - curve[-1] / curve[-2]))
                  for seed, curve in runs]
-        past_best = [(seed, min(curve), curve.index(min(curve)) + 1,
-                      100.0 * (curve[-1] / min(curve) - 1)) for seed, curve in runs]
-        past_best = [p for p in past_best if p[3] >= FLAT]
+        past_best = []  # (seed, lowest, its epoch, % above it at the last)
+        for seed, curve in runs:
+            low = curve.index(min(curve))
+            rise = 100.0 * (curve[-1] / curve[low] - 1)
+            if rise >= FLAT:
+                past_best.append((seed, curve[low], low + 1, rise))
         if max(d for *_, d in drops) >= FLAT:
             verdict = (f": **still falling** ({FLAT:.0f} % or more in the last epoch); a "
                        "longer budget may change the table.")
@@ -449,16 +452,16 @@ def significance_table(rows: Sequence[str], comparisons: Comparisons, tests: Seq
         (k, t, s) in comparisons for k in rows)]
     lines = ["| method | " + " | ".join(f"Δ {SCORE_NAMES[s]} {test_label(t)}" for t, s in cols)
              + " |", "| --- |" + " ---: |" * len(cols)]
+    footnotes = []
     for key in rows:
         lines.append(f"| `{key}`{' ‡' if key in degenerate else ''} | " + " | ".join(
             comparison_cell(comparisons.get((key, t, s), {})) for t, s in cols) + " |")
-    for key in rows:
         if key in degenerate:
             seeds = ", ".join(str(s) for s in degenerate[key])
-            lines += ["", f"‡ `{key}`: its position predictor degenerated in seed(s) {seeds} "
-                          "(positions table below), so these differences do not test the "
-                          "paper's method."]
-    return lines
+            footnotes += ["", f"‡ `{key}`: its position predictor degenerated in seed(s) {seeds} "
+                              "(positions table below), so these differences do not test the "
+                              "paper's method."]
+    return lines + footnotes
 
 
 def degenerated_seeds(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> Dict[str, List[int]]:
@@ -560,7 +563,7 @@ def transformer_recipe_lines(corpus_name: str, rows: Sequence[str],
         f"* Recipe of every Transformer method (`TRANSFORMER_RECIPES`): {budget} of at most "
         f"{r['max_tokens']} tokens"
         + (f" (or {args.max_minutes} min, whichever first)" if args.max_minutes else "")
-        + f", {r['layers']} + {r['layers']} {'pre-norm ' if r.get('normalize_before') else ''}"
+        + f", {r['layers']} + {r['layers']} {'pre-norm ' if r['normalize_before'] else ''}"
         f"layers of {r['embed_dim']}, FFN {r['ffn_dim']}, "
         f"{r['heads']} heads, shared decoder input/output embeddings, dropout {r['dropout']}, "
         f"Adam {r['adam_betas']} lr {r['lr']} with "

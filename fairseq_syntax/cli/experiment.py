@@ -95,6 +95,12 @@ from fairseq_syntax.experiment.tables import (
 from fairseq_syntax.experiment.tools import exclusive_lock, tool_env, tool_threads
 
 
+def per_corpus(key: str) -> str:
+    """A ``DEFAULTS`` value of every preset, for an option's help: "synthetic 3000, ..."."""
+    return ", ".join(f"{corpus} {'none' if d[key] is None else d[key]}"
+                     for corpus, d in DEFAULTS.items())
+
+
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fairseq-syntax-experiment",
@@ -108,7 +114,8 @@ def get_parser() -> argparse.ArgumentParser:
                    "(generated unless --data-bin/--raw); multi30k, kftt: the data-bin of "
                    "examples/multi30k|kftt/prepare.sh (--data-bin); or a corpus description "
                    "FILE (JSON: data-bin, languages, test sets and references, detokenizer, "
-                   "sacreBLEU tokenizer, extra scores; see fairseq_syntax/evaluation/corpus.py)")
+                   "sacreBLEU tokenizer, extra scores; see fairseq_syntax/evaluation/corpus.py), "
+                   "whose sizes and budget default to multi30k's")
     p.add_argument("--workdir",
                    help="folder for the generated corpus, checkpoints, outputs and logs "
                    "(WORKDIR/runs/METHOD/seedN/); invocations may share it: a run another "
@@ -156,36 +163,39 @@ def get_parser() -> argparse.ArgumentParser:
                    help="train nothing: render the corpus section of --results from the "
                    "records in --results-dir whose settings equal these options'")
     p.add_argument("--updates", type=int,
-                   help="training updates of every method (default: synthetic 2400; multi30k, kftt: "
-                   "none, --epochs; Transformers: their recipe's); with --epochs, whichever "
-                   "comes first")
+                   help="training updates of every method (default: " + per_corpus("updates")
+                   + "; none: --epochs; Transformers: their recipe's); with --epochs, "
+                   "whichever comes first")
     p.add_argument("--epochs", type=int,
                    help="training epochs of every method (fairseq-train --max-epoch; default: "
-                   "multi30k 12; kftt 16, for its 20,000-pair CPU sample; synthetic: none, --updates; "
-                   "Transformers: their recipe's)")
+                   + per_corpus("epochs") + " (kftt: for its 20,000-pair CPU sample); none: "
+                   "--updates; Transformers: their recipe's)")
     p.add_argument("--max-minutes", type=float, default=0,
                    help="also stop each training after this many minutes (0: no limit; "
                    "makes the budget machine-dependent)")
     p.add_argument("--max-tokens", type=int,
-                   help="tokens per batch (default: synthetic 3000, multi30k 4000)")
+                   help="tokens per batch (default: " + per_corpus("max_tokens") + ")")
     p.add_argument("--embed-dim", type=int,
-                   help="source and target embedding size (default: synthetic 96, multi30k 256)")
+                   help="source and target embedding size (default: " + per_corpus("embed_dim")
+                   + ")")
     p.add_argument("--encoder-hidden", type=int,
-                   help="encoder LSTM size per direction (default: synthetic 128, multi30k 256)")
+                   help="encoder LSTM size per direction (default: "
+                   + per_corpus("encoder_hidden") + ")")
     p.add_argument("--decoder-hidden", type=int,
-                   help="decoder LSTM size (default: synthetic 256, multi30k 512)")
-    p.add_argument("--dropout", type=float, help="dropout (default: synthetic 0.1, multi30k 0.3)")
-    p.add_argument("--lr", type=float, help="Adam learning rate (default: synthetic 0.003, "
-                   "multi30k 0.002)")
+                   help="decoder LSTM size (default: " + per_corpus("decoder_hidden") + ")")
+    p.add_argument("--dropout", type=float,
+                   help="dropout (default: " + per_corpus("dropout") + ")")
+    p.add_argument("--lr", type=float,
+                   help="Adam learning rate (default: " + per_corpus("lr") + ")")
     p.add_argument("--clip-norm", type=float,
-                   help="gradient clipping norm (default: synthetic 1.0, multi30k 5.0)")
+                   help="gradient clipping norm (default: " + per_corpus("clip_norm") + ")")
     p.add_argument("--label-smoothing", type=float,
                    help="label smoothing of the cross-entropy criterions, not BlackOut "
-                   "(default: 0.1)")
+                   "(default: " + per_corpus("label_smoothing") + ")")
     p.add_argument("--step-time-batches", type=int, default=None,
                    help="training batches on which each method's step time is compared with "
-                   "the backbone's (fairseq-syntax-step-time, CPU seconds; default: multi30k "
-                   "8, synthetic 0 = not measured)")
+                   "the backbone's (fairseq-syntax-step-time, CPU seconds; default: "
+                   + per_corpus("step_time_batches") + "; 0: not measured)")
     p.add_argument("--transformer-recipe", default="", metavar="KEY=VALUE,...",
                    help="override values of the Transformer family's recipe of the corpus "
                    "(TRANSFORMER_RECIPES: "

@@ -686,7 +686,6 @@ def test_multi30k_defaults_and_train_command():
         "d/tree2seq_length_prior.seed2.json"
 
 
-
 def test_each_budget_options_help_names_every_presets_default():
     """--help reads the defaults from the one table that sets them (kftt once went unsaid)."""
     helps = {a.dest: " ".join(a.help.split()) for a in experiment.get_parser()._actions}
@@ -698,6 +697,7 @@ def test_each_budget_options_help_names_every_presets_default():
             assert f"{corpus} {'none' if value is None else value}" in helps[key], key
     assert "multi30k 4000, kftt 4000" in helps["max_tokens"]
     assert "synthetic none, multi30k 12, kftt 16" in helps["epochs"]
+
 
 def peer_and_backbone(peer_key, backbone_key):
     """Multi30k options, corpus, and (method, fairseq-train command) of a peer and a backbone."""

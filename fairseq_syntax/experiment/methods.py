@@ -111,7 +111,8 @@ TRANSFORMER_RECIPES = {
 # Transformer update (2.48 s) cost about an RNN one (2.56 s; one core each, 2026-11-28), so
 # the same updates are about the same time. It does not learn KFTT as the RNN does (seed 1:
 # valid ppl lowest 64.60 at epoch 10, the RNN 29.94; BLEU 0.43): not yet a recipe to compare
-# methods with; the trials toward one are in docs/RESULTS.md ("KFTT Transformer recipe").
+# methods with; neither pre-norm nor dropout 0.3 brought it near the RNN (2026-11-29); the
+# trials are in docs/RESULTS.md ("KFTT Transformer recipe").
 TRANSFORMER_RECIPES["kftt"] = dict(TRANSFORMER_RECIPES["multi30k"], updates=3040)
 # Recipe keys added after records were written, with the value those records were trained
 # with (a record without the key is read with it).

@@ -31,9 +31,11 @@ setup(
     ],
     extras_require={
         # scipy: the Student-t quantiles a significance test checks the tables against;
-        # pytest-xdist: README's test command runs the suite on 2 processes, a file each
+        # pytest-xdist: README's test command runs the suite on 2 processes, a file each;
+        # MeCab + IPAdic: the Japanese tokenisation and scoring tests (ja-mecab)
         "test": ["pytest>=7", "pytest-timeout>=2.1,<3", "pytest-xdist>=3.5,<4",
-                 "hypothesis>=6.80", "scipy>=1.10,<2"],
+                 "hypothesis>=6.80", "scipy>=1.10,<2", "mecab-python3>=1.0.9,<2",
+                 "ipadic>=1.0,<2"],
         # Japanese (examples/kftt): MeCab + IPAdic is sacreBLEU's ja-mecab tokenizer and the
         # recipe's tokenisation (sacrebleu[ja]'s own ranges); ja_ginza parses Japanese sources
         "ja": ["mecab-python3>=1.0.9,<2", "ipadic>=1.0,<2", "ja-ginza==5.3.0"],

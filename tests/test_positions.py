@@ -1,22 +1,29 @@
 """Where the position predictors put p_i (evaluation/positions.py): the batched shares equal
-a sentence-by-sentence count, and SDAtt's p_i never reaches eos, however saturated."""
+a sentence-by-sentence count (with the alignments' statistics on a split that has them), and
+SDAtt's p_i never reaches eos, however saturated."""
 import statistics
 
 import pytest
 import torch
+from fairseq.data import data_utils
 
 from conftest import run_cli, train_args
 from fairseq_syntax.evaluation.checkpoints import load_trained_model
-from fairseq_syntax.evaluation.positions import position_shares
+from fairseq_syntax.evaluation.positions import checkpoint_position_shares, position_shares
 from fairseq_syntax.modules.local_attention import PositionPredictor
 
 
 @pytest.fixture(scope="module")
-def sdatt_model(synthetic_databin, tmp_path_factory):
+def sdatt_checkpoint(synthetic_databin, tmp_path_factory):
     save = tmp_path_factory.mktemp("sdatt_positions")
     run_cli(train_args(synthetic_databin, save, arch="sdatt_double_syntax", updates=2))
-    model, _, task = load_trained_model(str(save / "checkpoint_last.pt"), str(synthetic_databin),
-                                        "test", (torch.nn.Module,), "model", False)
+    return str(save / "checkpoint_last.pt")
+
+
+@pytest.fixture(scope="module")
+def sdatt_model(sdatt_checkpoint, synthetic_databin):
+    model, _, task = load_trained_model(sdatt_checkpoint, str(synthetic_databin), "test",
+                                        (torch.nn.Module,), "model", False)
     return model, task
 
 
@@ -62,6 +69,34 @@ def test_shares_equal_a_sentence_by_sentence_count(sdatt_model):
     assert shares["position_sd_relative"] == pytest.approx(statistics.pstdev(relative), abs=1e-6)
     assert shares["position_target_correlation"] == pytest.approx(
         statistics.correlation(relative, steps_at), abs=1e-6)
+
+
+def test_alignment_statistics_equal_a_sentence_by_sentence_count(sdatt_checkpoint, sdatt_model,
+                                                                 synthetic_databin):
+    """On a split with alignments: the correlation of p_i / J with a_i / J (a_i the mean source
+    position linked to the step's target token), and a_i / J's sd and correlation with i / I,
+    over the linked steps, against each test sentence's own links."""
+    shares = checkpoint_position_shares(str(synthetic_databin), sdatt_checkpoint, "test")
+    model, task = sdatt_model
+    *_, relative, steps_at = one_by_one(model, task)
+    links_file = data_utils.load_indexed_dataset(str(synthetic_databin / "test.align.en-vf"), None)
+    dataset, aligned = task.dataset("test"), []
+    for n in range(len(dataset)):
+        links = links_file[n].view(-1, 2).tolist()
+        for i in range(len(dataset[n]["target"])):
+            sources = [s for s, t in links if t == i]
+            j = len(dataset[n]["source"]) - 1
+            aligned.append(statistics.fmean(sources) / j if sources else None)
+    pairs = [(p, a, t) for p, a, t in zip(relative, aligned, steps_at) if a is not None]
+    p, a, t = zip(*pairs)
+    assert 0 < len(pairs) < len(relative) == shares["position_steps"]
+    assert shares["aligned_steps"] == len(pairs)
+    assert shares["position_alignment_correlation"] == pytest.approx(statistics.correlation(p, a),
+                                                                     abs=1e-6)
+    assert shares["alignment_sd_relative"] == pytest.approx(statistics.pstdev(a), abs=1e-9)
+    assert shares["alignment_target_correlation"] == pytest.approx(statistics.correlation(a, t),
+                                                                   abs=1e-9)
+    assert shares["position_sd_relative"] == pytest.approx(statistics.pstdev(relative), abs=1e-6)
 
 
 def test_a_saturated_sdatt_predictor_stops_at_the_last_word(sdatt_model, monkeypatch):

@@ -9,10 +9,43 @@ one), and the Pearson correlation of ``p_i / J`` with the target step's ``i / I`
 follows the translation along the source has a positive one; ``I`` counts the target's
 tokens, eos included). A predictor that puts most steps at ``eos`` or at one end of the
 source has degenerated: its syntax-directed context is not a window that moves over the
-source. So has one whose ``p_i`` hardly moves (:func:`degenerated`)."""
+source. So has one whose ``p_i`` hardly moves (:func:`degenerated`).
+
+On a split with word alignments (``{split}.align.*``), over the steps whose target token has
+a link: the correlation of ``p_i / J`` with ``a_i / J``, ``a_i`` the mean source position
+linked to the step's token (a predictor that follows the alignments has one near 1), and
+the alignments' own standard deviation of ``a_i / J`` and correlation with ``i / I``: where
+a predictor that followed them would be, and how monotone the corpus is."""
+import glob
+import os
 from typing import Dict, List, Optional
 
 import torch
+from torch import Tensor
+
+from fairseq_syntax.criterions.gold_alignment import link_positions
+
+
+def aligned_positions(sample, pad: int) -> Optional[Tensor]:
+    """``[B, T]`` mean source position linked to each target token of ``sample`` (NaN where
+    none is), or None for a sample without ``alignment_links``."""
+    links = sample.get("alignment_links")
+    if links is None:
+        return None
+    target = sample["target"]
+    batch, tgt, src = link_positions(links, sample["net_input"]["src_tokens"].ne(pad),
+                                     target.ne(pad), sample.get("id"))
+    flat = batch * target.size(1) + tgt
+    total = torch.zeros(target.numel(), dtype=torch.float64, device=target.device)
+    count = torch.zeros_like(total)
+    total.index_add_(0, flat, src.to(total.dtype))
+    count.index_add_(0, flat, torch.ones(len(flat), dtype=total.dtype, device=total.device))
+    return (total / count).view_as(target)  # 0 / 0: NaN where no link
+
+
+def pearson(x: Tensor, y: Tensor) -> Optional[float]:
+    """Pearson correlation of two 1-d tensors (None for fewer than two values)."""
+    return float(torch.corrcoef(torch.stack([x, y]))[0, 1]) if x.numel() > 1 else None
 
 
 def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str, float]:
@@ -36,6 +69,7 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
     at_eos = at_first = at_last = 0
     source_shares: List[torch.Tensor] = []  # p_i / J of every real target step
     target_shares: List[torch.Tensor] = []  # i / I of the same steps
+    linked: List[torch.Tensor] = []  # (p_i / J, a_i / J, i / I) of the steps with a link
     itr = task.get_batch_iterator(dataset=task.dataset(split), max_tokens=max_tokens,
                                   ignore_invalid_inputs=True).next_epoch_itr(shuffle=False)
     try:
@@ -51,6 +85,7 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
                 step_share = (torch.arange(real.size(1), device=real.device)[None, :]
                               / real.sum(1, keepdim=True))  # [B, T]: i / I
                 eos = sample["net_input"]["src_lengths"].float() - 1  # J: right-padded source
+                aligned = aligned_positions(sample, pad)
                 steps_seen: Dict[int, int] = {}
                 for module, position in calls:
                     if position.dim() == 1:  # one RNN decoder step: [B], in step order
@@ -58,26 +93,40 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
                         steps_seen[module] = step + 1
                         position, mask = position[:, None], real[:, step:step + 1]
                         target = step_share[:, step:step + 1]
+                        link = None if aligned is None else aligned[:, step:step + 1]
                     else:  # a Transformer layer's heads: [B, K, T]
                         mask = real[:, None, :].expand_as(position)
                         target = step_share[:, None, :].expand_as(position)
+                        link = None if aligned is None else aligned[:, None, :].expand_as(position)
                     j = eos.view(-1, *([1] * (position.dim() - 1))).expand_as(position)
                     at_eos += int((position.gt(j - 0.5) & mask).sum())
                     at_first += int((position.lt(0.5) & mask).sum())
                     at_last += int((position.gt(j - 1.5) & position.le(j - 0.5) & mask).sum())
                     source_shares.append((position / j.clamp(min=1))[mask].double().cpu())
                     target_shares.append(target[mask].double().cpu())
+                    if link is not None:
+                        has = mask & ~link.isnan()
+                        linked.append(torch.stack([(position / j.clamp(min=1))[has].double(),
+                                                   (link / j.clamp(min=1))[has].double(),
+                                                   target[has].double()]).cpu())
     finally:
         for h in handles:
             h.remove()
     source, target = torch.cat(source_shares), torch.cat(target_shares)
     steps = source.numel()
-    return {"position_at_eos": 100.0 * at_eos / steps, "position_at_first": 100.0 * at_first / steps,
-            "position_at_last": 100.0 * at_last / steps,
-            "position_mean_relative": float(source.mean()),
-            "position_sd_relative": float(source.std(unbiased=False)),
-            "position_target_correlation": float(torch.corrcoef(torch.stack([source, target]))[0, 1]),
-            "position_steps": steps}
+    shares = {"position_at_eos": 100.0 * at_eos / steps,
+              "position_at_first": 100.0 * at_first / steps,
+              "position_at_last": 100.0 * at_last / steps,
+              "position_mean_relative": float(source.mean()),
+              "position_sd_relative": float(source.std(unbiased=False)),
+              "position_target_correlation": pearson(source, target),
+              "position_steps": steps}
+    if linked:
+        p, a, i = torch.cat(linked, dim=1)
+        shares.update(position_alignment_correlation=pearson(p, a),
+                      alignment_sd_relative=float(a.std(unbiased=False)),
+                      alignment_target_correlation=pearson(a, i), aligned_steps=p.numel())
+    return shares
 
 
 MOST = 50.0  # % of steps at eos or at one end of the source: degenerated
@@ -101,11 +150,13 @@ def degenerated(shares: Dict[str, float]) -> Optional[str]:
 
 def checkpoint_position_shares(databin: str, checkpoint: str, split: str = "test",
                                cpu: bool = True) -> Dict[str, float]:
-    """:func:`position_shares` of the model in ``checkpoint`` on ``split`` of ``databin``."""
+    """:func:`position_shares` of the model in ``checkpoint`` on ``split`` of ``databin``,
+    with the alignment statistics where the split has alignments."""
     from fairseq import checkpoint_utils
 
+    alignments = bool(glob.glob(os.path.join(databin, f"{split}.align.*.idx")))
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [checkpoint], arg_overrides={"data": databin})
+        [checkpoint], arg_overrides={"data": databin, "load_alignments": alignments})
     model = models[0].eval()
     if not cpu:
         model.cuda()

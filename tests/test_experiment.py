@@ -190,14 +190,15 @@ def test_positions_table_has_a_line_per_run_that_recorded_positions():
         ["attentional_rnn", "sdatt_double_syntax"],
         {"attentional_rnn": [{"seed": 1, "scores": {"positions": {}}}],
          "sdatt_double_syntax": [{"seed": 2, "scores": {"positions": shares}}]})
-    assert lines[-1] == ("| `sdatt_double_syntax` | 2 | 0.0 | 99.4 | – | 0.00 | 0.03 | -0.03 | "
+    assert lines[-1] == ("| `sdatt_double_syntax` | 2 | 0.0 | 99.4 | – | 0.00 | 0.03 | -0.03 | – | "
                          "99.4 % of steps at the first word |")
     assert len(lines) == 6
     shares["position_at_last"] = 0.6
+    shares["position_alignment_correlation"] = 0.0201
     lines = tables.positions_table(["sdatt_double_syntax"], {"sdatt_double_syntax": [
         {"seed": 2, "scores": {"positions": shares}}]})
     assert lines[-1] == ("| `sdatt_double_syntax` | 2 | 0.0 | 99.4 | 0.6 | 0.00 | 0.03 | -0.03 | "
-                         "99.4 % of steps at the first word |")
+                         "0.02 | 99.4 % of steps at the first word |")
     assert tables.positions_table(["attentional_rnn"], {"attentional_rnn": [
         {"seed": 1, "scores": {}}]}) == []
 

@@ -9,7 +9,8 @@ from fairseq.data import data_utils
 
 from conftest import run_cli, train_args
 from fairseq_syntax.evaluation.checkpoints import load_trained_model
-from fairseq_syntax.evaluation.positions import checkpoint_position_shares, position_shares
+from fairseq_syntax.evaluation.positions import (ALIGNMENT_KEYS, checkpoint_position_shares,
+                                                  position_shares)
 from fairseq_syntax.modules.local_attention import PositionPredictor
 
 
@@ -97,6 +98,18 @@ def test_alignment_statistics_equal_a_sentence_by_sentence_count(sdatt_checkpoin
     assert shares["alignment_target_correlation"] == pytest.approx(statistics.correlation(a, t),
                                                                    abs=1e-9)
     assert shares["position_sd_relative"] == pytest.approx(statistics.pstdev(relative), abs=1e-6)
+
+
+def test_the_harness_takes_the_alignment_statistics_from_the_valid_set(sdatt_checkpoint,
+                                                                       synthetic_databin):
+    """The harness's record (``aligned_split="valid"``): the test set's shares, and the
+    alignment statistics of a pass on the valid set."""
+    data = str(synthetic_databin)
+    test = checkpoint_position_shares(data, sdatt_checkpoint, "test")
+    valid = checkpoint_position_shares(data, sdatt_checkpoint, "valid")
+    both = checkpoint_position_shares(data, sdatt_checkpoint, "test", aligned_split="valid")
+    assert valid["aligned_steps"] != test["aligned_steps"]
+    assert both == {**test, **{key: valid[key] for key in ALIGNMENT_KEYS}}
 
 
 def test_a_saturated_sdatt_predictor_stops_at_the_last_word(sdatt_model, monkeypatch):

@@ -148,17 +148,38 @@ def degenerated(shares: Dict[str, float]) -> Optional[str]:
     return None
 
 
+ALIGNMENT_KEYS = ("position_alignment_correlation", "alignment_sd_relative",
+                  "alignment_target_correlation", "aligned_steps")
+"""The statistics :func:`position_shares` adds on a split with alignments."""
+
+
+def has_alignments(databin: str, split: str) -> bool:
+    """Whether ``split`` of ``databin`` has fairseq's ``{split}.align.{src}-{tgt}``."""
+    return bool(glob.glob(os.path.join(databin, f"{split}.align.*.idx")))
+
+
 def checkpoint_position_shares(databin: str, checkpoint: str, split: str = "test",
-                               cpu: bool = True) -> Dict[str, float]:
-    """:func:`position_shares` of the model in ``checkpoint`` on ``split`` of ``databin``,
-    with the alignment statistics where the split has alignments."""
+                               cpu: bool = True,
+                               aligned_split: Optional[str] = None) -> Dict[str, float]:
+    """:func:`position_shares` of the model in ``checkpoint`` on ``split`` of ``databin``
+    (with the alignment statistics if the split has alignments); with ``aligned_split`` (the
+    valid set, when the test set has no alignments), the :data:`ALIGNMENT_KEYS` measured
+    there instead, if it has them."""
     from fairseq import checkpoint_utils
 
-    alignments = bool(glob.glob(os.path.join(databin, f"{split}.align.*.idx")))
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [checkpoint], arg_overrides={"data": databin, "load_alignments": alignments})
+        [checkpoint], arg_overrides={"data": databin})
     model = models[0].eval()
     if not cpu:
         model.cuda()
-    task.load_dataset(split)
-    return position_shares(model, task, split)
+
+    def shares_on(name: str) -> Dict[str, float]:
+        task.cfg.load_alignments = has_alignments(databin, name)
+        task.load_dataset(name)
+        return position_shares(model, task, name)
+
+    shares = shares_on(split)
+    if aligned_split and aligned_split != split and has_alignments(databin, aligned_split):
+        aligned = shares_on(aligned_split)
+        shares.update((key, aligned[key]) for key in ALIGNMENT_KEYS)
+    return shares

@@ -116,7 +116,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
         if method.arch.startswith(POSITION_PREDICTING):  # has p_i degenerated?
             row.positions = run_function(checkpoint_position_shares, dict(
                 databin=corpus.databin, checkpoint=ckpt, split=first.subset,
-                cpu=not args.gpu), log, threads=tool_threads(args))
+                cpu=not args.gpu, aligned_split="valid"), log, threads=tool_threads(args))
         if step_time_batches_of(method, args):
             row.step_time_ratio = step_time_ratio(method, corpus, args, save, log, commands)
         results[0] = (row, commands, time.time() - start)

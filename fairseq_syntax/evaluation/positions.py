@@ -102,11 +102,12 @@ def position_shares(model, task, split: str, max_tokens: int = 4000) -> Dict[str
                     at_eos += int((position.gt(j - 0.5) & mask).sum())
                     at_first += int((position.lt(0.5) & mask).sum())
                     at_last += int((position.gt(j - 1.5) & position.le(j - 0.5) & mask).sum())
-                    source_shares.append((position / j.clamp(min=1))[mask].double().cpu())
+                    relative = position / j.clamp(min=1)
+                    source_shares.append(relative[mask].double().cpu())
                     target_shares.append(target[mask].double().cpu())
                     if link is not None:
                         has = mask & ~link.isnan()
-                        linked.append(torch.stack([(position / j.clamp(min=1))[has].double(),
+                        linked.append(torch.stack([relative[has].double(),
                                                    (link / j.clamp(min=1))[has].double(),
                                                    target[has].double()]).cpu())
     finally:

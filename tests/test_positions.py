@@ -1,6 +1,7 @@
 """Where the position predictors put p_i (evaluation/positions.py): the batched shares equal
-a sentence-by-sentence count (with the alignments' statistics on a split that has them), and
-SDAtt's p_i never reaches eos, however saturated."""
+a sentence-by-sentence count (with the alignments' statistics on a split that has them),
+SDAtt's p_i never reaches eos, however saturated, and the loss's pull on p_i equals central
+differences of the loss."""
 import statistics
 
 import pytest
@@ -9,9 +10,11 @@ from fairseq.data import data_utils
 
 from conftest import run_cli, train_args
 from fairseq_syntax.evaluation.checkpoints import load_trained_model
+from fairseq_syntax.syntax.side_values import EOS_DISTANCE
 from fairseq_syntax.evaluation.positions import (ALIGNMENT_KEYS, checkpoint_position_shares,
+                                                  load_checkpoint, load_split, position_gradients,
                                                   position_shares)
-from fairseq_syntax.modules.local_attention import PositionPredictor
+from fairseq_syntax.modules.local_attention import PositionPredictor, distance_rows
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +128,91 @@ def test_a_saturated_sdatt_predictor_stops_at_the_last_word(sdatt_model, monkeyp
     lengths = [(len(dataset[i]["source"]), len(dataset[i]["target"])) for i in range(len(dataset))]
     expected = sum(t * (s - 2) / (s - 1) for s, t in lengths) / sum(t for _, t in lengths)
     assert shares["position_mean_relative"] == pytest.approx(expected)  # (J - 1) / J
+
+
+def nll_with_shift(model, sample, pad, call, shift):
+    """Summed target NLL with ``shift`` added to the predictor's ``call``-th output."""
+    predictor = next(m for m in model.modules() if isinstance(m, PositionPredictor))
+    count = [0]
+
+    def hook(module, inputs, output):
+        count[0] += 1
+        return output + shift if count[0] == call + 1 else output
+
+    handle = predictor.register_forward_hook(hook)
+    try:
+        with torch.no_grad():
+            lprobs = torch.log_softmax(model(**sample["net_input"])[0].double(), dim=-1)
+    finally:
+        handle.remove()
+    target = sample["target"]
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    return float(nll.masked_fill(target.eq(pad), 0).sum())
+
+
+@pytest.fixture(scope="module")
+def trained_sdatt_checkpoint(synthetic_databin, tmp_path_factory):
+    """SDAtt after 60 updates with the papers' logit scale 1: p_i spread, the loss sensitive."""
+    save = tmp_path_factory.mktemp("sdatt_gradients")
+    run_cli(train_args(synthetic_databin, save, arch="sdatt_double_syntax", updates=60,
+                       extra=("--position-logit-scale", "1")))
+    return str(save / "checkpoint_last.pt")
+
+
+def test_gradient_statistics_equal_central_differences_of_the_loss(trained_sdatt_checkpoint,
+                                                                    synthetic_databin):
+    """g_i = -dNLL/dp_i of each linked valid step, by central differences of the loss with p_i
+    moved by ±ε (later steps see the moved p_i through the decoder's state, as the gradient
+    does), sentence by sentence in float64, gives position_gradients' shares and correlation;
+    ε = min(0.01, 0.4 · the distance to the nearest integer) keeps p_i between the same rows."""
+    model, task = load_checkpoint(str(synthetic_databin), trained_sdatt_checkpoint)
+    model.double()
+    load_split(task, str(synthetic_databin), "valid")
+    dataset, pad = task.dataset("valid"), task.target_dictionary.pad()
+    links = data_utils.load_indexed_dataset(str(synthetic_databin / "valid.align.en-vf"), None)
+    predictor = next(m for m in model.modules() if isinstance(m, PositionPredictor))
+    got = position_gradients(model, task, "valid", max_tokens=300)
+    pulls, offsets = [], []
+    for n in range(len(dataset)):
+        sample = dataset.collater([dataset[n]])
+        positions = []
+        handle = predictor.register_forward_hook(lambda m, i, o: positions.append(float(o[0])))
+        with torch.no_grad():
+            model(**sample["net_input"])
+        handle.remove()
+        pairs = links[n].view(-1, 2).tolist()
+        for i in range(len(dataset[n]["target"])):
+            sources = [s for s, t in pairs if t == i]
+            if sources:
+                eps = min(1e-2, 0.4 * abs(positions[i] - round(positions[i])))
+                pulls.append(-(nll_with_shift(model, sample, pad, i, eps)
+                               - nll_with_shift(model, sample, pad, i, -eps)) / (2 * eps))
+                offsets.append(statistics.fmean(sources) - positions[i])
+    assert got["position_gradient_steps"] == len(pulls) > 100
+    moving = [(g, o) for g, o in zip(pulls, offsets) if abs(g) > 1e-9]
+    assert 0 < len(moving) < len(pulls)
+    assert got["position_gradient_zero"] == pytest.approx(100.0 * (1 - len(moving) / len(pulls)))
+    towards = sum((g > 0) == (o > 0) for g, o in moving)
+    assert got["position_gradient_towards"] == pytest.approx(100.0 * towards / len(moving))
+    assert got["position_gradient_correlation"] == pytest.approx(
+        statistics.correlation(pulls, offsets), abs=1e-3)
+
+
+def test_no_gradient_between_two_pieces_of_one_word():
+    """M[p] (eq. 9) between pieces of one word is their shared row: p gets no gradient there;
+    between two words the derivative is the difference of their rows."""
+    # words [a, bc, d] -> pieces 0, 1-2, 3, eos 4; word distances a-bc 1, bc-d 1, a-d 2
+    word = [0, 1, 1, 2]
+    dist = [[0, 1, 2], [1, 0, 1], [2, 1, 0]]
+    distances = torch.full((1, 5, 5), EOS_DISTANCE, dtype=torch.int16)
+    for i in range(4):
+        for j in range(4):
+            distances[0, i, j] = dist[word[i]][word[j]]
+    distances[0, 4, 4] = 0
+    weights = torch.tensor([1.0, 2.0, 3.0, 4.0, 0.0])
+    # d/dp of w · M[p]: at 0.5, w · (M[1] - M[0]) = 1 - 2 - 3 - 4 = -8; at 1.5 the rows of
+    # pieces 1 and 2 (word bc) are equal: 0; at 2.5, w · (M[3] - M[2]) = 1 + 2 + 3 - 4 = 2
+    for p, expected in ((0.5, -8.0), (1.5, 0.0), (2.5, 2.0)):
+        position = torch.tensor([[p]], requires_grad=True)
+        (distance_rows(distances, position, torch.tensor([4.0]))[0, 0] @ weights).backward()
+        assert float(position.grad) == expected

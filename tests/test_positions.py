@@ -10,11 +10,10 @@ from fairseq.data import data_utils
 
 from conftest import run_cli, train_args
 from fairseq_syntax.evaluation.checkpoints import load_trained_model
-from fairseq_syntax.syntax.side_values import EOS_DISTANCE
 from fairseq_syntax.evaluation.positions import (ALIGNMENT_KEYS, checkpoint_position_shares,
                                                   load_checkpoint, load_split, position_gradients,
                                                   position_shares)
-from fairseq_syntax.modules.local_attention import PositionPredictor, distance_rows
+from fairseq_syntax.modules.local_attention import PositionPredictor
 
 
 @pytest.fixture(scope="module")
@@ -197,22 +196,3 @@ def test_gradient_statistics_equal_central_differences_of_the_loss(trained_sdatt
     assert got["position_gradient_correlation"] == pytest.approx(
         statistics.correlation(pulls, offsets), abs=1e-3)
 
-
-def test_no_gradient_between_two_pieces_of_one_word():
-    """M[p] (eq. 9) between pieces of one word is their shared row: p gets no gradient there;
-    between two words the derivative is the difference of their rows."""
-    # words [a, bc, d] -> pieces 0, 1-2, 3, eos 4; word distances a-bc 1, bc-d 1, a-d 2
-    word = [0, 1, 1, 2]
-    dist = [[0, 1, 2], [1, 0, 1], [2, 1, 0]]
-    distances = torch.full((1, 5, 5), EOS_DISTANCE, dtype=torch.int16)
-    for i in range(4):
-        for j in range(4):
-            distances[0, i, j] = dist[word[i]][word[j]]
-    distances[0, 4, 4] = 0
-    weights = torch.tensor([1.0, 2.0, 3.0, 4.0, 0.0])
-    # d/dp of w · M[p]: at 0.5, w · (M[1] - M[0]) = 1 - 2 - 3 - 4 = -8; at 1.5 the rows of
-    # pieces 1 and 2 (word bc) are equal: 0; at 2.5, w · (M[3] - M[2]) = 1 + 2 + 3 - 4 = 2
-    for p, expected in ((0.5, -8.0), (1.5, 0.0), (2.5, 2.0)):
-        position = torch.tensor([[p]], requires_grad=True)
-        (distance_rows(distances, position, torch.tensor([4.0]))[0, 0] @ weights).backward()
-        assert float(position.grad) == expected

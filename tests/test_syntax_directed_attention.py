@@ -18,8 +18,8 @@ from fairseq_syntax.syntax.dependency import project_heads_to_subwords
 from model_utils import incremental_log_probs
 from fairseq_syntax.models.syntax_directed_rnn import SyntaxDirectedRNNModel, position_logit_scale
 from fairseq_syntax.modules.local_attention import (
-    GAUSSIAN_READINGS, SDATT_POSITION_LOGIT_SCALE, PositionPredictor, distance_row, local_p_weights,
-    syntax_directed_weights,
+    GAUSSIAN_READINGS, SDATT_POSITION_LOGIT_SCALE, PositionPredictor, distance_row, distance_rows,
+    local_p_weights, syntax_directed_weights, word_distance_rows,
 )
 from conftest import generate_args, run_cli, train_args
 
@@ -116,7 +116,7 @@ def test_linear_distances_with_nearest_row_give_the_linear_window(n):
     scores = torch.randn(3, 12)
     for frac in [0.0, 0.2, 0.37, 0.5, 0.51, 0.9, 1.0]:
         position = last * frac
-        row = distance_row(dist, position, last, interpolate=False)
+        row = distance_row(dist, position, last, "nearest")
         weights = syntax_directed_weights(scores, row, pad, n, gaussian_on="scores")
         centre = torch.floor(position + 0.5)
         j = torch.arange(12).unsqueeze(0)
@@ -147,7 +147,7 @@ def test_hand_built_tree_neighbourhood():
     last = torch.tensor([8.0])
     scores = torch.randn(1, 9)
     position = torch.tensor([0.3])  # nearest row: word 0
-    row = distance_row(dist, position, last, interpolate=False)
+    row = distance_row(dist, position, last, "nearest")
     one_arc = syntax_directed_weights(scores, row, pad, max_distance=1)
     # word 6 is six words away but one arc away; word 1 is next to word 0 but four arcs away
     assert one_arc[0].gt(0).nonzero().flatten().tolist() == [0, 6]
@@ -162,7 +162,7 @@ def test_interpolated_row_and_its_neighbourhood():
     pad = torch.zeros(1, 9, dtype=torch.bool)
     last = torch.tensor([8.0])
     position = torch.tensor([0.25])
-    row = distance_row(dist, position, last, interpolate=True)
+    row = distance_row(dist, position, last)
     expected_row = 0.75 * dist[0, 0].float() + 0.25 * dist[0, 1].float()
     assert torch.allclose(row[0], expected_row)
     weights = syntax_directed_weights(torch.randn(1, 9), row, pad, max_distance=2)
@@ -174,7 +174,7 @@ def test_interpolated_row_and_its_neighbourhood():
     padded = torch.full((1, 12, 12), PAD_DISTANCE)
     padded[:, :9, :9] = dist
     end_position = torch.tensor([8.0], requires_grad=True)
-    end = distance_row(padded, end_position, last, interpolate=True)
+    end = distance_row(padded, end_position, last)
     assert torch.equal(end[0, :9], dist[0, 8].float())
     end[:, :9].sum().backward()
     assert end_position.grad.abs().max() < 10
@@ -211,6 +211,52 @@ def test_between_the_last_word_and_eos_the_row_is_the_nearest_one():
     assert position.grad.abs().max() > 0
 
 
+def pieces_of_words(word, word_dist):
+    """Piece distances (then eos at ``EOS_DISTANCE``) for pieces of the words ``word``."""
+    n = len(word)
+    distances = torch.full((1, n + 1, n + 1), EOS_DISTANCE, dtype=torch.int16)
+    for i in range(n):
+        for j in range(n):
+            distances[0, i, j] = word_dist[word[i]][word[j]]
+    distances[0, n, n] = 0
+    return distances
+
+
+def test_no_gradient_between_two_pieces_of_one_word_unless_read_between_words():
+    """Words [a, bc, d] (pieces 0, 1-2, 3; a-bc 1, bc-d 1, a-d 2).  d/dp of w · M[p]:
+    interpolating pieces' rows, at 0.5 w · (M[1] - M[0]) = 1 - 2 - 3 - 4 = -8; at 1.5 the
+    rows of pieces 1 and 2 (word bc) are equal: 0; at 2.5 w · (M[3] - M[2]) = 1 + 2 + 3 - 4
+    = 2.  Between words' rows ('words'), at 1.5 M = 0.75 M[1] + 0.25 M[3] and the derivative
+    w · (M[3] - M[1]) / 2 = (1 + 2 + 3 - 4) / 2 = 1, at 2.5 M = 0.25 M[1] + 0.75 M[3]; in the
+    last word (p = 3) its own row, no gradient."""
+    distances = pieces_of_words([0, 1, 1, 2], [[0, 1, 2], [1, 0, 1], [2, 1, 0]])
+    weights, eos = torch.tensor([1.0, 2.0, 3.0, 4.0, 0.0]), torch.tensor([4.0])
+    rows = distances[0].float()
+    for how, p, row, gradient in (
+            ("interpolate", 0.5, 0.5 * rows[0] + 0.5 * rows[1], -8.0),
+            ("interpolate", 1.5, rows[1], 0.0),
+            ("interpolate", 2.5, 0.5 * rows[2] + 0.5 * rows[3], 2.0),
+            ("words", 0.5, 0.5 * rows[0] + 0.5 * rows[1], -8.0),
+            ("words", 1.5, 0.75 * rows[1] + 0.25 * rows[3], 1.0),
+            ("words", 2.5, 0.25 * rows[1] + 0.75 * rows[3], 1.0),
+            ("words", 3.0, rows[3], 0.0)):
+        position = torch.tensor([p], requires_grad=True)
+        got = distance_row(distances, position, eos, how)
+        assert torch.equal(got[0], row), (how, p)
+        (got[0] @ weights).backward()
+        assert float(position.grad) == gradient, (how, p)
+
+
+def test_words_rows_equal_pieces_rows_when_every_word_is_one_piece():
+    lengths = [12, 9, 5, 2]
+    distances = random_tree_distances(lengths, 12, seed=3, max_pieces=1)
+    eos = torch.tensor(lengths, dtype=torch.float) - 1
+    positions = torch.rand(4, 7, generator=torch.Generator().manual_seed(0)) * (eos - 1).clamp(
+        min=0)[:, None]
+    torch.testing.assert_close(word_distance_rows(distances, positions, eos),
+                               distance_rows(distances, positions, eos))
+
+
 def test_neighbourhood_is_never_empty():
     # words 0 and 1 are 6 arcs apart (0-2-3-4-5-6-1): at p = 0.25 every interpolated
     # distance is >= 1.5 > n = 1; the nearest word (at the row's minimum) keeps the weight
@@ -219,7 +265,7 @@ def test_neighbourhood_is_never_empty():
     assert dist[0, 0, 1] == 6
     no_pad = torch.zeros(1, 8, dtype=torch.bool)
     for p, kept in [(0.25, [0]), (0.75, [1])]:
-        row = distance_row(dist, torch.tensor([p]), torch.tensor([7.0]), interpolate=True)
+        row = distance_row(dist, torch.tensor([p]), torch.tensor([7.0]))
         assert row.min() == 1.5
         weights = syntax_directed_weights(torch.randn(1, 8), row, no_pad, 1)
         assert torch.isfinite(weights).all()
@@ -243,7 +289,7 @@ def test_padding_gets_no_weight_and_position_gets_a_gradient():
     assert position.grad is not None and position.grad.abs().min() > 0
     # the nearest row gives no gradient to p
     position.grad = None
-    nearest = syntax_directed_weights(scores, distance_row(dist, position, last, interpolate=False), pad, 4)
+    nearest = syntax_directed_weights(scores, distance_row(dist, position, last, "nearest"), pad, 4)
     assert not nearest.requires_grad
 
 
@@ -486,7 +532,7 @@ def test_returned_weights_are_the_context_weights(arch):
         assert attn.gt(0).sum(-1).max() <= 3 and attn.sum(-1).max() <= 1 + 1e-6
 
 
-@pytest.mark.parametrize("row, learns", [("interpolate", True), ("nearest", False)])
+@pytest.mark.parametrize("row, learns", [("interpolate", True), ("words", True), ("nearest", False)])
 def test_position_predictor_learns_only_with_interpolation(row, learns):
     model = build("sdatt_syntax", syntax_row=row).train()
     src, lengths, prev, side = batch(model)

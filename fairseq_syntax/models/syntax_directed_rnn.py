@@ -13,7 +13,7 @@ architecture                ``--attention-type``        paper's name
 ==========================  ==========================  =================================
 
 Paper defaults: ``D = 10``, ``σ = D/2``; ``n = 4``, ``σ = n/2``.  ``M[p_i]`` is interpolated so the
-predictor learns (``--syntax-row nearest``: the nearest row).  ``--syntax-gaussian``: eq. 10's
+predictor learns (``--syntax-row words``: between words' rows; ``nearest``: the nearest row).  ``--syntax-gaussian``: eq. 10's
 Gaussian on the scores or on the weights (default, chosen by measurement, see
 ``DEFAULT_GAUSSIAN_READING``); local-p always multiplies its window softmax (eq. 6).  Distances are between words
 (docs/design.md §3.3); eos is outside every neighbourhood but stays in the global context.
@@ -32,14 +32,14 @@ from fairseq_syntax.modules.double_context import DoubleContextAttentionLayer
 from fairseq_syntax.modules.global_attention import GlobalAttentionLayer
 from fairseq_syntax.modules.local_attention import (
     DEFAULT_GAUSSIAN_READING, GAUSSIAN_READINGS, POSITION_LOGIT_SCALE_HELP,
-    SDATT_POSITION_LOGIT_SCALE, LocalAttentionLayer, LocalPWeights, SyntaxDirectedWeights,
-    position_logit_scale,
+    SDATT_POSITION_LOGIT_SCALE, SYNTAX_ROWS, LocalAttentionLayer, LocalPWeights,
+    SyntaxDirectedWeights, position_logit_scale,
 )
 
 ATTENTION_TYPES = ChoiceEnum(
     ["global", "local_p", "syntax_directed", "global+local_p", "global+syntax_directed"]
 )
-SYNTAX_ROWS = ChoiceEnum(["interpolate", "nearest"])
+SYNTAX_ROW_CHOICES = ChoiceEnum(list(SYNTAX_ROWS))
 SYNTAX_GAUSSIANS = ChoiceEnum(list(GAUSSIAN_READINGS))
 
 
@@ -71,13 +71,15 @@ class SyntaxDirectedRNNConfig(AttentionalRNNConfig):
         default=None,
         metadata={"help": "standard deviation of the syntax-distance Gaussian (default n/2)"},
     )
-    syntax_row: SYNTAX_ROWS = field(
+    syntax_row: SYNTAX_ROW_CHOICES = field(
         default="interpolate",
         metadata={"help": "how the distance row M[p_i] is taken at a real-valued p_i: "
                   "'interpolate' linearly between the rows of floor(p_i) and ceil(p_i) (the "
                   "position predictor gets a gradient; the neighbourhood is the positions "
-                  "whose interpolated distance is <= n), or the 'nearest' row (the predictor "
-                  "gets no gradient)"},
+                  "whose interpolated distance is <= n); 'words' linearly between the rows of "
+                  "consecutive words' first pieces (pieces of one word share a row, so "
+                  "'interpolate' gives p_i no gradient inside a word); or the 'nearest' row "
+                  "(the predictor gets no gradient)"},
     )
     syntax_gaussian: SYNTAX_GAUSSIANS = field(
         default=DEFAULT_GAUSSIAN_READING,
@@ -128,7 +130,7 @@ class SyntaxDirectedRNNModel(AttentionalRNNModel):
             )
         return SyntaxDirectedWeights(
             query_dim, cfg.syntax_distance, cfg.syntax_sigma,
-            interpolate=_value(cfg.syntax_row) == "interpolate",
+            row=_value(cfg.syntax_row),
             gaussian_on=_value(cfg.syntax_gaussian), logit_scale=position_logit_scale(cfg, kind),
         )
 

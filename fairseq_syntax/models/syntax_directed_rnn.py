@@ -13,8 +13,8 @@ architecture                ``--attention-type``        paper's name
 ==========================  ==========================  =================================
 
 Paper defaults: ``D = 10``, ``σ = D/2``; ``n = 4``, ``σ = n/2``.  ``M[p_i]`` is interpolated so the
-predictor learns (``--syntax-row words``: between words' rows; ``nearest``: the nearest row).  ``--syntax-gaussian``: eq. 10's
-Gaussian on the scores or on the weights (default, chosen by measurement, see
+predictor learns (``--syntax-row words``: between words' rows; ``nearest``: the nearest row).
+``--syntax-gaussian``: eq. 10's Gaussian on the scores or on the weights (default, chosen by measurement, see
 ``DEFAULT_GAUSSIAN_READING``); local-p always multiplies its window softmax (eq. 6).  Distances are between words
 (docs/design.md §3.3); eos is outside every neighbourhood but stays in the global context.
 """

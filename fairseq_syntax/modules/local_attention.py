@@ -132,8 +132,8 @@ def word_distance_rows(distances: Tensor, positions: Tensor, last_position: Tens
     """``M[p]`` linear between the rows of consecutive words' first pieces, ``[B, N, S]``: for
     ``p`` in ``[s_k, s_{k+1})``, ``(1 - t) M[s_k] + t M[s_{k+1}]`` with ``t = (p - s_k) / (s_{k+1}
     - s_k)``; in the last word, its first piece's row.  Pieces of one word share a row, so
-    :func:`distance_rows` is flat inside a word and gives ``p`` no gradient there (on KFTT
-    en→ja 34-46 % of target steps); with one-piece words the two agree.  A piece starts a
+    :func:`distance_rows` is flat inside a word and gives ``p`` no gradient there (a third
+    of KFTT en→ja's valid target steps); with one-piece words the two agree.  A piece starts a
     word where it is at a distance from the piece before (docs/design.md §3.3)."""
     batch, src_len = distances.shape[:2]
     index = torch.arange(src_len, device=distances.device)

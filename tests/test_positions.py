@@ -11,7 +11,7 @@ from fairseq.data import data_utils
 from conftest import run_cli, train_args
 from fairseq_syntax.evaluation.checkpoints import load_trained_model
 from fairseq_syntax.evaluation.positions import (ALIGNMENT_KEYS, checkpoint_position_shares,
-                                                  load_checkpoint, load_split, position_gradients,
+                                                  load_split, position_gradients,
                                                   position_shares)
 from fairseq_syntax.modules.local_attention import PositionPredictor
 
@@ -25,8 +25,7 @@ def sdatt_checkpoint(synthetic_databin, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sdatt_model(sdatt_checkpoint, synthetic_databin):
-    model, _, task = load_trained_model(sdatt_checkpoint, str(synthetic_databin), "test",
-                                        (torch.nn.Module,), "model", False)
+    model, _, task = load_trained_model(sdatt_checkpoint, str(synthetic_databin), "test")
     return model, task
 
 
@@ -164,7 +163,7 @@ def test_gradient_statistics_equal_central_differences_of_the_loss(trained_sdatt
     moved by ±ε (later steps see the moved p_i through the decoder's state, as the gradient
     does), sentence by sentence in float64, gives position_gradients' shares and correlation;
     ε = min(0.01, 0.4 · the distance to the nearest integer) keeps p_i between the same rows."""
-    model, task = load_checkpoint(str(synthetic_databin), trained_sdatt_checkpoint)
+    model, _, task = load_trained_model(trained_sdatt_checkpoint, str(synthetic_databin))
     model.double()
     load_split(task, str(synthetic_databin), "valid")
     dataset, pad = task.dataset("valid"), task.target_dictionary.pad()

@@ -18,8 +18,8 @@ from fairseq_syntax.syntax.dependency import project_heads_to_subwords
 from model_utils import incremental_log_probs
 from fairseq_syntax.models.syntax_directed_rnn import SyntaxDirectedRNNModel, position_logit_scale
 from fairseq_syntax.modules.local_attention import (
-    GAUSSIAN_READINGS, SDATT_POSITION_LOGIT_SCALE, PositionPredictor, distance_row, distance_rows,
-    local_p_weights, syntax_directed_weights, word_distance_rows,
+    GAUSSIAN_READINGS, SDATT_POSITION_LOGIT_SCALE, PositionPredictor, SyntaxDirectedWeights, distance_row,
+    distance_rows, local_p_weights, syntax_directed_weights, word_distance_rows,
 )
 from conftest import generate_args, run_cli, train_args
 
@@ -625,3 +625,13 @@ def test_train_and_generate_with_alignment(arch, cli_runs):
     aligns = [line for line in lines if line.startswith("A-")]
     assert len(sources) > 30 and len(hyps) == len(sources) and len(aligns) == len(sources)
     assert all(re.fullmatch(r"A-\d+\t\d+-\d+( \d+-\d+)*", line) for line in aligns), aligns[:3]
+
+
+def test_an_unknown_syntax_row_is_refused_when_the_model_is_built():
+    """--syntax-row other than SYNTAX_ROWS: the module refuses it at construction, naming the
+    choices, and so does distance_row."""
+    with pytest.raises(ValueError, match="--syntax-row must be one of interpolate, words, nearest"):
+        SyntaxDirectedWeights(8, row="between")
+    with pytest.raises(ValueError, match="got 'between'"):
+        distance_row(torch.zeros(1, 3, 3, dtype=torch.long), torch.zeros(1), torch.tensor([2]),
+                     "between")

@@ -1,5 +1,9 @@
 """fairseq's training config of a command line, and a trained model loaded for analysis."""
 
+from typing import Optional
+
+import torch
+
 
 def training_config(argv):
     """The omegaconf config ``fairseq-train ARGV`` would run with (model, task, criterion,
@@ -11,11 +15,12 @@ def training_config(argv):
     return convert_namespace_to_omegaconf(args)
 
 
-def load_trained_model(path: str, data: str, split: str, kinds: tuple, what: str,
-                       use_cuda: bool):
+def load_trained_model(path: str, data: str, split: Optional[str] = None,
+                       kinds: tuple = (torch.nn.Module,), what: str = "model",
+                       use_cuda: bool = False):
     """(model, cfg, task) of the checkpoint ``path`` read with the data-bin ``data``, in eval
-    mode, with ``split`` loaded; a model that is none of the classes ``kinds`` is refused
-    with ``what`` (the kind of model wanted and how to train one)."""
+    mode, with ``split`` loaded if given; a model that is none of the classes ``kinds`` is
+    refused with ``what`` (the kind of model wanted and how to train one)."""
     from fairseq import checkpoint_utils
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
@@ -26,5 +31,6 @@ def load_trained_model(path: str, data: str, split: str, kinds: tuple, what: str
     model.eval()
     if use_cuda:
         model.cuda()
-    task.load_dataset(split)
+    if split is not None:
+        task.load_dataset(split)
     return model, cfg, task

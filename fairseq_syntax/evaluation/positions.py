@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from fairseq_syntax.criterions.gold_alignment import link_positions
+from fairseq_syntax.evaluation.checkpoints import load_trained_model
 
 
 def aligned_positions(sample, pad: int) -> Optional[Tensor]:
@@ -234,18 +235,6 @@ def has_alignments(databin: str, split: str) -> bool:
     return bool(glob.glob(os.path.join(databin, f"{split}.align.*.idx")))
 
 
-def load_checkpoint(databin: str, checkpoint: str, cpu: bool = True):
-    """(model in eval mode, task) of ``checkpoint`` read with ``databin``."""
-    from fairseq import checkpoint_utils
-
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [checkpoint], arg_overrides={"data": databin})
-    model = models[0].eval()
-    if not cpu:
-        model.cuda()
-    return model, task
-
-
 def load_split(task, databin: str, name: str) -> None:
     """Load split ``name`` of ``databin`` into ``task``, with its alignments if it has them."""
     task.cfg.load_alignments = has_alignments(databin, name)
@@ -259,7 +248,7 @@ def checkpoint_position_shares(databin: str, checkpoint: str, split: str = "test
     (with the alignment statistics if the split has alignments); with ``aligned_split`` (the
     valid set, when the test set has no alignments), the :data:`ALIGNMENT_KEYS` measured
     there instead, if it has them."""
-    model, task = load_checkpoint(databin, checkpoint, cpu)
+    model, _, task = load_trained_model(checkpoint, databin, use_cuda=not cpu)
 
     def shares_on(name: str) -> Dict[str, float]:
         load_split(task, databin, name)
@@ -276,6 +265,6 @@ def checkpoint_position_gradients(databin: str, checkpoint: str, split: str = "v
                                   max_sentences: Optional[int] = None,
                                   cpu: bool = True) -> Dict[str, float]:
     """:func:`position_gradients` of the model in ``checkpoint`` on ``split`` of ``databin``."""
-    model, task = load_checkpoint(databin, checkpoint, cpu)
+    model, _, task = load_trained_model(checkpoint, databin, use_cuda=not cpu)
     load_split(task, databin, split)
     return position_gradients(model, task, split, max_sentences=max_sentences)

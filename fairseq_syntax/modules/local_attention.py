@@ -10,6 +10,7 @@ stayed (on Multi30k, ``p_i`` at ``eos`` in 91 % of decoder steps after 4 epochs)
 :class:`SyntaxDirectedWeights` add the predictor; :class:`LocalAttentionLayer` is the
 single-context layer (double context: :mod:`~fairseq_syntax.modules.double_context`).
 """
+import functools
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -163,20 +164,36 @@ SYNTAX_ROWS = ("interpolate", "words", "nearest")
 nearest row (no gradient for the predictor)."""
 
 
+def nearest_distance_row(distances: Tensor, position: Tensor, last_position: Tensor) -> Tensor:
+    """``M`` at the row nearest ``p_i`` (no gradient for the predictor), ``[B, S]`` float."""
+    nearest = torch.floor(position.float() + 0.5).long()
+    nearest = torch.minimum(nearest, last_position.long()).clamp(min=0)
+    return distances.gather(1, nearest[:, None, None].expand(-1, 1, distances.size(2))).squeeze(1).float()
+
+
+def one_position(rows, distances: Tensor, position: Tensor, last_position: Tensor) -> Tensor:
+    """``rows`` (:func:`distance_rows` or :func:`word_distance_rows`) at one position per
+    sentence: ``position`` ``[B]`` -> ``[B, S]``."""
+    return rows(distances, position.unsqueeze(1), last_position).squeeze(1)
+
+
+def syntax_row_reader(how: str):
+    """The function ``(distances [B, S, S], position [B], last_position [B]) -> [B, S]`` that
+    reads ``M[p_i]`` as ``how`` says (:data:`SYNTAX_ROWS`); any other ``how`` is refused."""
+    readers = {"interpolate": distance_rows, "words": word_distance_rows}
+    if how in readers:
+        return functools.partial(one_position, readers[how])
+    if how == "nearest":
+        return nearest_distance_row
+    raise ValueError(f"--syntax-row must be one of {', '.join(SYNTAX_ROWS)}, got {how!r}")
+
+
 def distance_row(distances: Tensor, position: Tensor, last_position: Tensor,
                  how: str = "interpolate") -> Tensor:
     """``M[p_i]`` at one real-valued ``p_i`` per sentence, ``[B, S]`` float, read as ``how``
     says (:data:`SYNTAX_ROWS`).  ``distances`` ``[B, S, S]`` integer, ``position`` and
     ``last_position`` ``[B]``."""
-    if how == "interpolate":
-        return distance_rows(distances, position.unsqueeze(1), last_position).squeeze(1)
-    if how == "words":
-        return word_distance_rows(distances, position.unsqueeze(1), last_position).squeeze(1)
-    if how != "nearest":
-        raise ValueError(f"--syntax-row must be one of {', '.join(SYNTAX_ROWS)}, got {how!r}")
-    nearest = torch.floor(position.float() + 0.5).long()
-    nearest = torch.minimum(nearest, last_position.long()).clamp(min=0)
-    return distances.gather(1, nearest[:, None, None].expand(-1, 1, distances.size(2))).squeeze(1).float()
+    return syntax_row_reader(how)(distances, position, last_position)
 
 
 GAUSSIAN_READINGS = ("scores", "weights")
@@ -253,8 +270,7 @@ class SyntaxDirectedWeights(nn.Module):
         self.predictor = PositionPredictor(query_dim, logit_scale=logit_scale)
         self.max_distance = float(max_distance)
         self.sigma = sigma
-        if row not in SYNTAX_ROWS:
-            raise ValueError(f"--syntax-row must be one of {', '.join(SYNTAX_ROWS)}, got {row!r}")
+        self.read_row = syntax_row_reader(row)
         self.row = row
         self.gaussian_on = gaussian_on
 
@@ -273,7 +289,7 @@ class SyntaxDirectedWeights(nn.Module):
             )
         last = state["last_position"]
         position = self.predictor(hidden, last_words(last))  # a word, never eos
-        row = distance_row(distances, position, last, self.row)
+        row = self.read_row(distances, position, last)
         return syntax_directed_weights(scores, row, encoder_out["padding_mask"], self.max_distance, self.sigma,
                                        self.gaussian_on)
 

@@ -73,7 +73,8 @@ def test_a_run_resumed_after_its_budget_trains_no_more(synthetic_raw, synthetic_
                                                        tmp_path):
     """fairseq-train resumed from a checkpoint at its --max-update trains one update more
     (it checks the budget after an update); the harness, killed after training and run
-    again, decodes that checkpoint without training and records the updates trained."""
+    again, decodes that checkpoint without training and records the updates trained; a run
+    trained by an earlier invocation counts that training in its wall time."""
     args = experiment.parse_args([
         "--corpus", "synthetic", "--workdir", str(tmp_path), "--updates", "3",
         "--embed-dim", "16", "--encoder-hidden", "16", "--decoder-hidden", "32",
@@ -97,6 +98,12 @@ def test_a_run_resumed_after_its_budget_trains_no_more(synthetic_raw, synthetic_
     assert row.train_updates == 3 and runs.checkpoint_progress(
         os.path.join(save, "checkpoint_last.pt"))["updates"] == 3
     assert open(log).read() == before  # no line appended: fairseq-train did not run again
+
+    # a run trained before (by another invocation) counts that training in its wall time
+    stamp["train_seconds"] = 1000.0
+    open(stamp_path, "w").write(json.dumps(stamp))
+    (row, _, wall), = runs.run_method(method, 1, corpus, args, env)
+    assert not row.error and row.train_seconds == 1000.0 and wall >= 1000.0
 
     # what fairseq itself does with that checkpoint: one update past the budget
     cmd = commands.train_command(method, corpus, args, save, 1)

@@ -79,6 +79,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
             row.train_seconds = round(training_seconds(last) if resume else time.time() - start, 1)
             write_atomically(stamp, json.dumps({"train": shown(cmd),
                                                 "train_seconds": row.train_seconds}) + "\n")
+        trained = time.time()  # wall time: the whole training (resumed or not), then what follows
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
             setattr(row, name, value)
         progress = checkpoint_progress(last)
@@ -119,7 +120,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
                 cpu=not args.gpu, aligned_split="valid"), log, threads=tool_threads(args))
         if step_time_batches_of(method, args):
             row.step_time_ratio = step_time_ratio(method, corpus, args, save, log, commands)
-        results[0] = (row, commands, time.time() - start)
+        results[0] = (row, commands, row.train_seconds + time.time() - trained)
         for key, extra in method.variants:
             t0 = time.time()
             variant = Row(key, method.arch, seed, valid_ppl=row.valid_ppl,  # decode only

@@ -57,6 +57,32 @@ def test_same_parameters_and_outputs_as_fairseq_transformer(learned):
     torch.testing.assert_close(extra_r["attn"][0], attn_l, atol=1e-6, rtol=1e-5)
 
 
+def test_training_step_equals_fairseq_transformers_with_the_kftt_recipe():
+    """In training mode, with the KFTT recipe's pre-norm layers, dropout 0.2 and attention
+    dropout 0.1, the same weights and dropout draws give fairseq's outputs and gradients bit
+    for bit (on unpadded sentences, where right and left padding are the same batch): the
+    two Transformers differ in training only by where padding puts the dropout masks."""
+    recipe = dict(encoder_normalize_before=True, decoder_normalize_before=True, dropout=0.2,
+                  attention_dropout=0.1, share_decoder_input_output_embed=True)
+    ours, theirs = build_pair(**recipe)
+    ours.train(), theirs.train()
+    src, _, prev = random_batch(ours, bsz=4, src_len=9)
+    src[:, -1] = ours.encoder.dictionary.eos()
+    src[src.eq(ours.encoder.dictionary.pad())] = ours.encoder.dictionary.nspecial
+    lengths = torch.full((4,), 9)
+    outputs = []
+    for model in (ours, theirs):
+        torch.manual_seed(5)
+        out, _ = model(src, lengths, prev)
+        (out.log_softmax(-1)[..., 0].sum()).backward()
+        outputs.append(out)
+    assert torch.equal(outputs[0], outputs[1])
+    assert not torch.equal(outputs[0], theirs.eval()(src, lengths, prev)[0])  # dropout drew
+    grads = dict(theirs.named_parameters())
+    for name, param in ours.named_parameters():
+        assert torch.equal(param.grad, grads[name].grad), name
+
+
 @pytest.mark.parametrize("overrides", [{}, {"decoder_learned_pos": True, "decoder_layers": 3,
                                             "decoder_normalize_before": True}])
 def test_incremental_decoding_equals_full_forward(overrides):

@@ -511,10 +511,31 @@ def test_render_only_tests_each_method_against_its_backbone_with_paired_bootstra
         line = next(x for x in section.splitlines() if x.startswith(f"| `{key}` | 2 | second |"))
         assert line.split("|")[4].strip().startswith(f"{delta:+.2f} [")
         assert line.split("|")[4].strip().endswith(f" {p:.3f}")
+    # the backbone against itself: each pair of its seeds, PairedTest's Δ of the later seed
+    pair_lines = [x for x in section.split("`attentional_rnn` against itself")[1].splitlines()
+                  if re.match(r"\| \d − \d \|", x)]
+    assert [x.split("|")[1].strip() for x in pair_lines] == ["2 − 1", "3 − 1", "3 − 2"]
+    bold = 0
+    for line, (early, late) in zip(pair_lines, ((1, 2), (1, 3), (2, 3))):
+        cells = [c.strip() for c in line.split("|")[2:-1]]
+        for cell, (name, metric) in zip(cells, [("first", BLEU()), ("first", CHRF()),
+                                                ("second", BLEU()), ("second", CHRF())]):
+            test = PairedTest([("b", hyps["attentional_rnn", early][name]),
+                               ("m", hyps["attentional_rnn", late][name])], {"m": metric},
+                              [refs[name]], test_type="bs", n_samples=1000)
+            _, res = test()
+            score = next(k for k in res if k != "System")
+            delta, p = res[score][1].score - res[score][0].score, res[score][1].p_value
+            shown = float(cell.lstrip("*").split(" [")[0])  # of the cache's 4 decimals
+            assert abs(shown - delta) <= 0.0051, (line, cell)
+            bold += cell.startswith("**")
+            assert p < 0.05 or not cell.startswith("**")
+    assert f"Significant: {bold} of the 12 tests of one seed against another." in section
     assert "![valid ppl per epoch, RNN family](figures/mine-rnn-valid-ppl.png)" in section
     assert (tmp_path / "figures" / "mine-rnn-first-delta-bleu.png").exists()
     cache = json.loads((records_dir / "significance.json").read_text())
-    assert len(cache) == 2 * 3 * 2 * 2  # methods x seeds x test sets x scores
+    assert len(cache) == 2 * 3 * 2 * 2 + 3 * 2 * 2  # (methods x seeds + backbone's seed
+    # pairs) x test sets x scores
     # a second rendering reads the cache: the same section, without the references
     (tmp_path / "first.de").unlink()
     assert experiment.main(argv) == 0

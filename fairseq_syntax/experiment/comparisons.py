@@ -1,12 +1,12 @@
-"""Each method against its own backbone, per seed and test set: the paired bootstrap tests
-of :mod:`fairseq_syntax.evaluation.significance` on the translations kept beside the run
-records (RIBES: on the tokenised ones, against the tokenised references), cached in
-``RESULTS_DIR/significance.json`` (a table renders again without the corpus's references,
-and without testing again)."""
+"""Each method against its own backbone, per seed and test set, and each backbone's seeds
+against each other: the paired bootstrap tests of :mod:`fairseq_syntax.evaluation.significance`
+on the translations kept beside the run records (RIBES: on the tokenised ones, against the
+tokenised references), cached in ``RESULTS_DIR/significance.json`` (a table renders again
+without the corpus's references, and without testing again)."""
 import hashlib
 import json
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.evaluation.significance import N_SAMPLES, Delta, paired_deltas
@@ -17,6 +17,8 @@ from .tools import write_atomically
 
 # (method key, test set, score) -> {seed: Delta}
 Comparisons = Dict[Tuple[str, str, str], Dict[int, Delta]]
+# (method key, test set, score) -> {(earlier seed, later seed): Delta of later − earlier}
+SeedPairs = Dict[Tuple[str, str, str], Dict[Tuple[int, int], Delta]]
 
 
 def paired_scores(corpus_name: str) -> List[str]:
@@ -25,61 +27,104 @@ def paired_scores(corpus_name: str) -> List[str]:
     return ["bleu", "chrf", *(["agreement"] if corpus_name == "synthetic" else [])]
 
 
-def compare_methods(by_key: Dict[str, List[dict]], backbone_of: Dict[str, str],
-                    corpus_name: str, corpus: Optional[Corpus], results_dir: str,
-                    tokenize: str = "13a") -> Comparisons:
-    """The paired tests of every method (``backbone_of``: method key -> its backbone's key)
-    against its backbone on every seed both have translations for. A test not in the
-    cache runs when ``corpus`` (its references) is given, else it is left out."""
-    cache_path = os.path.join(results_dir, CACHE)
-    cache = json.load(open(cache_path, encoding="utf-8")) if os.path.exists(cache_path) else {}
-    hyps = {}
+class PairedTests:
+    """The paired tests of one run's translations against another's, on every test set and
+    score both have, read from and added to the cache. A test not in the cache runs when
+    ``corpus`` (its references) is given, else it is left out."""
 
-    def translations(record: dict, tokenised: bool = False) -> Optional[dict]:
+    def __init__(self, corpus_name: str, corpus: Optional[Corpus], results_dir: str,
+                 tokenize: str = "13a"):
+        self.corpus_name, self.corpus, self.tokenize = corpus_name, corpus, tokenize
+        self.cache_path = os.path.join(results_dir, CACHE)
+        self.cache = (json.load(open(self.cache_path, encoding="utf-8"))
+                      if os.path.exists(self.cache_path) else {})
+        self.hyps: dict = {}
+        self.added = False
+
+    def translations(self, record: dict, tokenised: bool = False) -> Optional[dict]:
         path = record.get("path")
-        if (path, tokenised) not in hyps:
-            hyps[path, tokenised] = read_hypotheses(path, tokenised) if path else None
-        return hyps[path, tokenised]
+        if (path, tokenised) not in self.hyps:
+            self.hyps[path, tokenised] = read_hypotheses(path, tokenised) if path else None
+        return self.hyps[path, tokenised]
 
-    def inputs(score: str, test: str, base: dict, record: dict):
-        """The backbone's and the method's translations of one test (None: not kept), and
+    def inputs(self, score: str, test: str, base: dict, record: dict):
+        """The base run's and the other run's translations of one test (None: not kept), and
         a function that reads their references (None: no references to read)."""
+        corpus = self.corpus
         if score != "ribes":
-            return (translations(base)[test], translations(record)[test],
+            return (self.translations(base)[test], self.translations(record)[test],
                     lambda: corpus.references(corpus.test_set(test)))
-        theirs, mine = translations(base, True), translations(record, True)
+        theirs, mine = self.translations(base, True), self.translations(record, True)
         if not theirs or not mine or test not in theirs or test not in mine:
             return None, None, None
         return theirs[test], mine[test], lambda: (
             read_text_lines(corpus.test_set(test).reference_tok, allow_empty=True)
             if corpus.test_set(test).reference_tok else None)
 
+    def of(self, base: dict, record: dict) -> Dict[Tuple[str, str], Delta]:
+        """(test set, score) -> Δ of ``record``'s translations against ``base``'s."""
+        mine, theirs = self.translations(record), self.translations(base)
+        out: Dict[Tuple[str, str], Delta] = {}
+        if not mine or not theirs:
+            return out
+        for test in sorted(set(mine) & set(theirs)):
+            for score in [*paired_scores(self.corpus_name), "ribes"]:
+                base_hyps, hyps, references = self.inputs(score, test, base, record)
+                if base_hyps is None:
+                    continue
+                digest = hashlib.sha1(json.dumps(
+                    [self.corpus_name, test, score, self.tokenize, N_SAMPLES, base_hyps, hyps],
+                    ensure_ascii=False).encode("utf-8")).hexdigest()
+                if digest not in self.cache:
+                    refs = self.corpus and references()
+                    if refs is None:
+                        continue
+                    delta = paired_deltas(score, base_hyps, {"run": hyps}, refs,
+                                          self.tokenize)["run"]
+                    self.cache[digest] = delta.to_json()
+                    self.added = True
+                out[test, score] = Delta(**self.cache[digest])
+        return out
+
+    def save(self) -> None:
+        if self.added:
+            write_atomically(self.cache_path,
+                             json.dumps(self.cache, indent=0, sort_keys=True) + "\n")
+            self.added = False
+
+
+def compare_methods(by_key: Dict[str, List[dict]], backbone_of: Dict[str, str],
+                    corpus_name: str, corpus: Optional[Corpus], results_dir: str,
+                    tokenize: str = "13a") -> Comparisons:
+    """The paired tests of every method (``backbone_of``: method key -> its backbone's key)
+    against its backbone on every seed both have translations for."""
+    tests = PairedTests(corpus_name, corpus, results_dir, tokenize)
     out: Comparisons = {}
-    added = False
     for key, backbone in backbone_of.items():
         base = {int(r["seed"]): r for r in by_key.get(backbone, [])}
         for record in by_key.get(key, []):
             seed = int(record["seed"])
-            mine, theirs = translations(record), base.get(seed) and translations(base[seed])
-            if not mine or not theirs:
-                continue
-            for test in sorted(set(mine) & set(theirs)):
-                for score in [*paired_scores(corpus_name), "ribes"]:
-                    base_hyps, hyps_of_key, references = inputs(score, test, base[seed], record)
-                    if base_hyps is None:
-                        continue
-                    digest = hashlib.sha1(json.dumps(
-                        [corpus_name, test, score, tokenize, N_SAMPLES, base_hyps, hyps_of_key],
-                        ensure_ascii=False).encode("utf-8")).hexdigest()
-                    if digest not in cache:
-                        refs = corpus and references()
-                        if refs is None:
-                            continue
-                        delta = paired_deltas(score, base_hyps, {key: hyps_of_key}, refs,
-                                              tokenize)[key]
-                        cache[digest] = delta.to_json()
-                        added = True
-                    out.setdefault((key, test, score), {})[seed] = Delta(**cache[digest])
-    if added:
-        write_atomically(cache_path, json.dumps(cache, indent=0, sort_keys=True) + "\n")
+            if seed in base:
+                for (test, score), delta in tests.of(base[seed], record).items():
+                    out.setdefault((key, test, score), {})[seed] = delta
+    tests.save()
+    return out
+
+
+def compare_seeds(by_key: Dict[str, List[dict]], keys: Sequence[str], corpus_name: str,
+                  corpus: Optional[Corpus], results_dir: str, tokenize: str = "13a"
+                  ) -> SeedPairs:
+    """Each pair of seeds of each method of ``keys`` (the backbones) tested as a method
+    against its backbone: two runs of one model differ only by training noise, so a
+    significant pair is a false alarm of the one-seed test."""
+    tests = PairedTests(corpus_name, corpus, results_dir, tokenize)
+    out: SeedPairs = {}
+    for key in keys:
+        runs = sorted(by_key.get(key, []), key=lambda r: int(r["seed"]))
+        for i, earlier in enumerate(runs):
+            for later in runs[i + 1:]:
+                pair = (int(earlier["seed"]), int(later["seed"]))
+                for (test, score), delta in tests.of(earlier, later).items():
+                    out.setdefault((key, test, score), {})[pair] = delta
+    tests.save()
     return out

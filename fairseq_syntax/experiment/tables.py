@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence
 from fairseq_syntax.evaluation.positions import degenerated
 from fairseq_syntax.evaluation.significance import Delta, seed_mean
 
-from .comparisons import Comparisons, paired_scores
+from .comparisons import Comparisons, SeedPairs, paired_scores
 from .methods import BACKBONE, TRANSFORMER_BACKBONE, all_methods, method_keys
 from .commands import alignment_head_args, run_settings
 from .tools import folder_lock, write_atomically
@@ -196,7 +196,8 @@ def divergence_lines(by_key: Dict[str, List[dict]]) -> List[str]:
 def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, List[dict]],
                      args, description: str, failures: Sequence[str] = (),
                      comparisons: Optional[Comparisons] = None,
-                     figures_dir: Optional[str] = None) -> str:
+                     figures_dir: Optional[str] = None,
+                     seed_pairs: Optional[SeedPairs] = None) -> str:
     """The corpus section: the rows of ``keys`` (selected methods, ``not run yet`` without
     records) and of every other method with records, in the plugin's order."""
     synthetic = corpus_name == "synthetic"
@@ -323,6 +324,8 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         lines += significance_table([k for k in family_rows if k != backbone], comparisons,
                                     tests, tested_scores(corpus_name, comparisons),
                                     degenerated_seeds(family_rows, by_key))
+        lines += seed_pairs_table(backbone, seed_pairs or {}, tests,
+                                  tested_scores(corpus_name, comparisons))
         if figures_dir:
             lines += section_figures(figures_dir, section_name(args), name, backbone,
                                      [k for k in family_rows if k not in decode_only],
@@ -465,6 +468,38 @@ def significance_table(rows: Sequence[str], comparisons: Comparisons, tests: Seq
                               "(positions table below), so these differences do not test the "
                               "paper's method."]
     return lines + footnotes
+
+
+def seed_pairs_table(backbone: str, seed_pairs: SeedPairs, tests: Sequence[str],
+                     scores: Sequence[str]) -> List[str]:
+    """The backbone against itself: a row per pair of its seeds, Δ [interval] of the later
+    seed against the earlier for every test set and score, bold where the one-seed test
+    calls it significant, and how many such false alarms there are."""
+    cols = [(t, s) for t in tests for s in scores if (backbone, t, s) in seed_pairs]
+    pairs = sorted({pair for t, s in cols for pair in seed_pairs[backbone, t, s]})
+    if not pairs:
+        return []
+    lines = ["", f"`{backbone}` against itself: each pair of its seeds tested as a method "
+             "against its backbone (later seed − earlier). Two runs of one model differ only by "
+             "training noise, so each bold cell is a false alarm of the one-seed test; the "
+             "interval over seeds above allows for that noise.", "",
+             "| seeds | " + " | ".join(f"Δ {SCORE_NAMES[s]} {test_label(t)}" for t, s in cols)
+             + " |", "| --- |" + " ---: |" * len(cols)]
+    alarms = tested = 0
+    for early, late in pairs:
+        cells = []
+        for t, s in cols:
+            d = seed_pairs[backbone, t, s].get((early, late))
+            if d is None:
+                cells.append("–")
+                continue
+            tested += 1
+            alarms += d.significant
+            text = f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}]"
+            cells.append(f"**{text}**" if d.significant else text)
+        lines.append(f"| {late} − {early} | " + " | ".join(cells) + " |")
+    return lines + ["", f"Significant: {alarms} of the {tested} tests of one seed against "
+                        "another."]
 
 
 def degenerated_seeds(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> Dict[str, List[int]]:

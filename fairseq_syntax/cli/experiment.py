@@ -82,7 +82,7 @@ from fairseq_syntax.experiment.methods import (
     BACKBONE, TRANSFORMER_BACKBONE, family_of, DEFAULTS, DEFAULT_METHODS, DEFAULT_RESULTS, LR_SCHEDULERS, Method, TRANSFORMER_RECIPES,
     method_keys, record_path, select_methods,
 )
-from fairseq_syntax.experiment.comparisons import compare_methods, compare_seeds
+from fairseq_syntax.experiment.comparisons import PairedTests, compare_methods, compare_seeds
 from fairseq_syntax.experiment.records import (
     REPLACED_DIR, changed_settings, host_facts, hypotheses_path, keep_replaced, places_of,
     read_record, read_records, run_record, write_hypotheses, write_record,
@@ -321,12 +321,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     def render() -> str:
         by_key = table_records(read_records(args.results_dir), args, description)
-        comparisons = compare_methods(by_key, backbones_of(by_key), args.corpus_name, corpus,
-                                      args.results_dir,
-                                      corpus.bleu_tokenize if corpus else "13a")
-        seed_pairs = compare_seeds(by_key, [BACKBONE, TRANSFORMER_BACKBONE], args.corpus_name,
-                                   corpus, args.results_dir,
-                                   corpus.bleu_tokenize if corpus else "13a")
+        tests = PairedTests(args.corpus_name, corpus, args.results_dir,
+                            corpus.bleu_tokenize if corpus else "13a")
+        comparisons = compare_methods(by_key, backbones_of(by_key), tests)
+        seed_pairs = compare_seeds(by_key, [BACKBONE, TRANSFORMER_BACKBONE], tests)
+        tests.save()
         figures = os.path.join(os.path.dirname(os.path.abspath(args.results)), "figures")
         body = section_markdown(args.corpus_name, keys, by_key, args, description, failures,
                                 comparisons, figures, seed_pairs)

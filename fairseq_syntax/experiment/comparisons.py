@@ -94,11 +94,9 @@ class PairedTests:
 
 
 def compare_methods(by_key: Dict[str, List[dict]], backbone_of: Dict[str, str],
-                    corpus_name: str, corpus: Optional[Corpus], results_dir: str,
-                    tokenize: str = "13a") -> Comparisons:
+                    tests: PairedTests) -> Comparisons:
     """The paired tests of every method (``backbone_of``: method key -> its backbone's key)
     against its backbone on every seed both have translations for."""
-    tests = PairedTests(corpus_name, corpus, results_dir, tokenize)
     out: Comparisons = {}
     for key, backbone in backbone_of.items():
         base = {int(r["seed"]): r for r in by_key.get(backbone, [])}
@@ -107,17 +105,14 @@ def compare_methods(by_key: Dict[str, List[dict]], backbone_of: Dict[str, str],
             if seed in base:
                 for (test, score), delta in tests.of(base[seed], record).items():
                     out.setdefault((key, test, score), {})[seed] = delta
-    tests.save()
     return out
 
 
-def compare_seeds(by_key: Dict[str, List[dict]], keys: Sequence[str], corpus_name: str,
-                  corpus: Optional[Corpus], results_dir: str, tokenize: str = "13a"
+def compare_seeds(by_key: Dict[str, List[dict]], keys: Sequence[str], tests: PairedTests
                   ) -> SeedPairs:
     """Each pair of seeds of each method of ``keys`` (the backbones) tested as a method
     against its backbone: two runs of one model differ only by training noise, so a
     significant pair is a false alarm of the one-seed test."""
-    tests = PairedTests(corpus_name, corpus, results_dir, tokenize)
     out: SeedPairs = {}
     for key in keys:
         runs = sorted(by_key.get(key, []), key=lambda r: int(r["seed"]))
@@ -126,5 +121,4 @@ def compare_seeds(by_key: Dict[str, List[dict]], keys: Sequence[str], corpus_nam
                 pair = (int(earlier["seed"]), int(later["seed"]))
                 for (test, score), delta in tests.of(earlier, later).items():
                     out.setdefault((key, test, score), {})[pair] = delta
-    tests.save()
     return out

@@ -8,15 +8,18 @@
 #   fairseq-right  the same with --left-pad-source (a switch: it turns left padding off)
 # and prints each run's losses and which runs have the same ones.
 #
-#   bash examples/kftt/padding_side.sh DATA_BIN [UPDATES] [SEED]
+#   bash examples/kftt/padding_side.sh DATA_BIN [UPDATES] [SEED] [FAIRSEQ-TRAIN ARGS...]
 #
 # DATA_BIN: the data-bin of `examples/kftt/prepare.sh --direction en-ja`. UPDATES (default
-# 40), SEED (default 1). The three run side by side, one thread each; work files in a
-# temporary folder.
+# 40), SEED (default 1); further arguments go to all three runs after the record's (e.g.
+# `--dropout 0 --attention-dropout 0`). The three run side by side, one thread each; work
+# files in a temporary folder.
 set -euo pipefail
 DATA_BIN=${1:?usage: padding_side.sh DATA_BIN [UPDATES] [SEED]}
 UPDATES=${2:-40}
 SEED=${3:-1}
+EXTRA=""
+if [ $# -gt 3 ]; then EXTRA=$(printf ' %q' "${@:4}"); fi
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -45,9 +48,9 @@ print(" ".join(shlex.quote(a) for a in out))
 PY
 }
 
-BACKBONE=$(command_of syntax_transformer backbone)
-FAIRSEQ=$(command_of fairseq_transformer fairseq-left)
-FAIRSEQ_RIGHT="$(command_of fairseq_transformer fairseq-right) --left-pad-source"
+BACKBONE="$(command_of syntax_transformer backbone)$EXTRA"
+FAIRSEQ="$(command_of fairseq_transformer fairseq-left)$EXTRA"
+FAIRSEQ_RIGHT="$(command_of fairseq_transformer fairseq-right) --left-pad-source$EXTRA"
 eval "fairseq-train $BACKBONE" > "$OUT/backbone.log" 2>&1 &
 eval "fairseq-train $FAIRSEQ" > "$OUT/fairseq-left.log" 2>&1 &
 eval "fairseq-train $FAIRSEQ_RIGHT" > "$OUT/fairseq-right.log" 2>&1 &

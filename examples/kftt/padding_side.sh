@@ -15,7 +15,7 @@
 # `--dropout 0 --attention-dropout 0`). The three run side by side, one thread each; work
 # files in a temporary folder.
 set -euo pipefail
-DATA_BIN=${1:?usage: padding_side.sh DATA_BIN [UPDATES] [SEED]}
+DATA_BIN=${1:?usage: padding_side.sh DATA_BIN [UPDATES] [SEED] [FAIRSEQ-TRAIN ARGS...]}
 UPDATES=${2:-40}
 SEED=${3:-1}
 EXTRA=""
@@ -25,8 +25,8 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 
-command_of() {  # the record's training command, cut to UPDATES updates, for run $2
-  python - "$HERE/docs/results/kftt-en-ja/$1.seed1.json" "$UPDATES" "$SEED" "$OUT/$2" \
+command_of() {  # the record's training command for METHOD $1, cut to UPDATES updates, unsaved
+  python - "$HERE/docs/results/kftt-en-ja/$1.seed1.json" "$UPDATES" "$SEED" "$OUT" \
     "$DATA_BIN" "$(fairseq-syntax-user-dir 2>/dev/null)" <<'PY'
 import json, shlex, sys
 record, updates, seed, save, data_bin, user_dir = sys.argv[1:]
@@ -43,14 +43,14 @@ while i < len(argv):
     out.append(argv[i])
     i += 1
 out += ["--max-update", updates, "--seed", seed, "--log-interval", "1", "--no-save",
-        "--save-dir", save]
+        "--save-dir", save]  # fairseq makes the folder even with --no-save
 print(" ".join(shlex.quote(a) for a in out))
 PY
 }
 
-BACKBONE="$(command_of syntax_transformer backbone)$EXTRA"
-FAIRSEQ="$(command_of fairseq_transformer fairseq-left)$EXTRA"
-FAIRSEQ_RIGHT="$(command_of fairseq_transformer fairseq-right) --left-pad-source$EXTRA"
+BACKBONE="$(command_of syntax_transformer)$EXTRA"
+FAIRSEQ="$(command_of fairseq_transformer)$EXTRA"
+FAIRSEQ_RIGHT="$(command_of fairseq_transformer) --left-pad-source$EXTRA"
 eval "fairseq-train $BACKBONE" > "$OUT/backbone.log" 2>&1 &
 eval "fairseq-train $FAIRSEQ" > "$OUT/fairseq-left.log" 2>&1 &
 eval "fairseq-train $FAIRSEQ_RIGHT" > "$OUT/fairseq-right.log" 2>&1 &

@@ -183,6 +183,24 @@ def test_epoch_table_has_a_line_per_run_with_a_curve():
     assert tables.epoch_table(["lookahead_concat"], {"lookahead_concat": [record(1, [])]}) == []
 
 
+def test_epoch_table_marks_runs_that_fairseq_validated_on_a_subset():
+    """fairseq's own datasets drop a last valid batch whose size is not a multiple of 8
+    (fairseq #5036): the rows of ``--task translation`` methods say so."""
+    subset = {k for m in methods.all_methods() if m.task == "translation"
+              for k in methods.method_keys([m])}
+    assert {"lstm", "fairseq_transformer", "transformer_align"} <= subset
+    assert "syntax_transformer" not in subset and "attentional_rnn" not in subset
+    curve = {"seed": 1, "scores": {"valid_ppl_by_epoch": [37.5]}}
+    lines = tables.epoch_table(["syntax_transformer", "fairseq_transformer"],
+                               {"syntax_transformer": [curve], "fairseq_transformer": [curve]},
+                               subset)
+    assert lines[5:7] == ["| `syntax_transformer` | 1 | 37.50 |",
+                          "| `fairseq_transformer` † | 1 | 37.50 |"]
+    assert lines[-1] == tables.SUBSET_NOTE
+    assert tables.epoch_table(["syntax_transformer"], {"syntax_transformer": [curve]},
+                              subset)[-1] == "| `syntax_transformer` | 1 | 37.50 |"
+
+
 def test_positions_table_has_a_line_per_run_that_recorded_positions():
     shares = {"position_at_eos": 0.0, "position_at_first": 99.394, "position_mean_relative": 0.00183,
               "position_sd_relative": 0.0272, "position_target_correlation": -0.0288}

@@ -7,7 +7,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Collection, Dict, List, Optional, Sequence
 
 from fairseq_syntax.evaluation.positions import degenerated
 from fairseq_syntax.evaluation.significance import Delta, seed_mean
@@ -209,6 +209,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     order = method_keys(methods)
     family = {k: m.family for m in methods for k in method_keys([m])}
     decode_only = {key for m in methods for key, _ in m.variants}  # a trained row's curve
+    subset = {k for m in methods if m.task == "translation" for k in method_keys([m])}
     every_row = [k for k in order if k in keys or k in by_key]
     rows = [k for k in every_row if family[k] == "rnn"]
     transformer_rows = [k for k in every_row if family[k] == "transformer"]
@@ -295,8 +296,9 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         "runs (fairseq's own peers, `transformer_align`) on every valid sentence "
         "(`whole_split_loss`): fairseq 0.12's own datasets leave out a last batch whose size "
         "is not a multiple of `--required-batch-size-multiple` (8; fairseq issue #5036), so "
-        "their validation after each epoch is over the rest (Multi30k: 1008 of 1014 "
-        "sentences, without the 6 longest)."
+        "their validation after each epoch leaves out that batch of the longest sentences "
+        "(Multi30k: 1008 of 1014 are validated, KFTT: 1160 of 1166); their per-epoch rows "
+        "and curves, marked †, are over that subset."
         + (" valid loss: its label-smoothed validation loss (bits per token), and how far "
            "above the floor no model can go below (`smoothed_loss_floor`: the entropy of the "
            "smoothed target). A run within 2 % of the floor is within 2 % of any longer "
@@ -329,7 +331,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         if figures_dir:
             lines += section_figures(figures_dir, section_name(args), name, backbone,
                                      [k for k in family_rows if k not in decode_only],
-                                     by_key, comparisons, tests, corpus_name)
+                                     by_key, comparisons, tests, corpus_name, subset)
         lines.append("")
     base = next((r["scores"]["baselines"] for r in runs if r["scores"].get("baselines")), None)
     if base:
@@ -337,7 +339,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
                   f"{base['left DA']:.1f} / {base['left UA']:.1f}, right-branching "
                   f"{base['right DA']:.1f} / {base['right UA']:.1f}.", ""]
     lines += seed_table(comparisons, tests, tested_scores(corpus_name, comparisons))
-    lines += epoch_table([k for k in every_row if k not in decode_only], by_key)
+    lines += epoch_table([k for k in every_row if k not in decode_only], by_key, subset)
     lines += positions_table(every_row, by_key)
     lines += [
         "",
@@ -353,9 +355,16 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     return "\n".join(lines) + "\n"
 
 
-def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[str]:
+SUBSET_NOTE = ("† a `--task translation` run: fairseq validated it after each epoch without "
+               "its last batch of the longest valid sentences, whose size is not a multiple "
+               "of 8 (fairseq issue #5036); the other runs on every valid sentence.")
+
+
+def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]],
+                subset: Collection[str] = ()) -> List[str]:
     """Validation perplexity after each epoch, a line per run that recorded it (``[]`` if
-    none did): how fast each method learns next to the backbone."""
+    none did): how fast each method learns next to the backbone. Rows in ``subset`` are
+    marked †: fairseq's own dataset validated them on fewer sentences."""
     runs = [(key, r) for key in rows for r in by_key.get(key, [])
             if r["scores"].get("valid_ppl_by_epoch")]
     if not runs:
@@ -367,8 +376,9 @@ def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[str]
     for key, r in runs:
         ppl = r["scores"]["valid_ppl_by_epoch"]
         cells = [f"{v:.2f}" for v in ppl] + [""] * (epochs - len(ppl))
-        lines.append(f"| `{key}` | {r['seed']} | " + " | ".join(cells) + " |")
-    return lines
+        lines.append(f"| `{key}`{' †' if key in subset else ''} | {r['seed']} | "
+                     + " | ".join(cells) + " |")
+    return lines + (["", SUBSET_NOTE] if any(key in subset for key, _ in runs) else [])
 
 
 def positions_table(rows: Sequence[str], by_key: Dict[str, List[dict]]) -> List[str]:
@@ -547,25 +557,28 @@ def seed_table(comparisons: Comparisons, tests: Sequence[str], scores: Sequence[
 
 def section_figures(figures_dir: str, section: str, family: str, backbone: str,
                     rows: Sequence[str], by_key: Dict[str, List[dict]],
-                    comparisons: Comparisons, tests: Sequence[str], corpus_name: str
-                    ) -> List[str]:
-    """The family's learning curves and, per test set, its Δ chart (PNG files in
-    ``figures_dir``); the Markdown lines that embed them (paths relative to the results
-    file, which lies in the folder above ``figures_dir``)."""
+                    comparisons: Comparisons, tests: Sequence[str], corpus_name: str,
+                    subset: Collection[str] = ()) -> List[str]:
+    """The family's learning curves (rows in ``subset`` labelled †, as in
+    :func:`epoch_table`) and, per test set, its Δ chart (PNG files in ``figures_dir``); the
+    Markdown lines that embed them (paths relative to the results file, which lies in the
+    folder above ``figures_dir``)."""
     from fairseq_syntax.evaluation.figures import delta_chart, learning_curves
 
     os.makedirs(figures_dir, exist_ok=True)
     stem = f"{section}-{'rnn' if family.startswith('RNN') else 'transformer'}"
     where = os.path.basename(os.path.normpath(figures_dir))
     lines = []
-    curves = {k: [r["scores"]["valid_ppl_by_epoch"] for r in by_key.get(k, [])
-                  if r["scores"].get("valid_ppl_by_epoch")] for k in rows}
+    curves = {k + (" †" if k in subset else ""):
+              [r["scores"]["valid_ppl_by_epoch"] for r in by_key.get(k, [])
+               if r["scores"].get("valid_ppl_by_epoch")] for k in rows}
     curves = {k: v for k, v in curves.items() if v}
     if curves:
         name = f"{stem}-valid-ppl.png"
         learning_curves(os.path.join(figures_dir, name),
                         f"{section}, {family}: valid ppl per epoch", curves)
         lines += ["", f"![valid ppl per epoch, {family}]({where}/{name})"]
+        lines += ["", SUBSET_NOTE] if any(k.endswith(" †") for k in curves) else []
     score = "agreement" if corpus_name == "synthetic" else "bleu"
     for t in tests:
         bars = []
@@ -637,7 +650,7 @@ HEADER = """# Results
 
 Measured by `fairseq-syntax-experiment` (`fairseq_syntax/experiment/`); each corpus
 section is rendered from the run records in `docs/results/CORPUS/`, nothing in it is typed
-by hand. How to reproduce: README.md, "Results".
+by hand. How to reproduce: README.md, "Does it help?".
 """
 
 

@@ -828,6 +828,11 @@ def test_a_method_with_model_args_trains_with_them_and_records_them():
     (plain,) = methods.select_methods("sdatt_double_syntax")
     assert "model_args" not in commands.run_settings(plain, plain.key, args, "corpus")
     assert settings["arch"] == plain.arch and settings["method"] != plain.key
+    (words,) = methods.select_methods("sdatt_double_syntax+row_words")
+    cmd = commands.train_command(words, Corpus("synthetic", "en", "vf", "bin", []), args,
+                                 "save", seed=1)
+    assert cmd[cmd.index("--arch"):cmd.index("--arch") + 4] == [
+        "--arch", "sdatt_double_syntax", "--syntax-row", "words"]
 
 
 def test_synthetic_data_bin_is_remade_for_another_side_file_format(tmp_path, monkeypatch):

@@ -144,7 +144,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", default=None,
                    help="comma-separated methods, or 'all': the architectures, "
                    "attentional_rnn+supervised_attention, attentional_rnn+blackout, "
-                   "sdatt_double_syntax+gaussian_scores (eq. 10 as written), tree2seq+length_prior, "
+                   "sdatt_double_syntax+gaussian_scores (eq. 10 as written), "
+                   "sdatt_double_syntax+row_words (--syntax-row words), tree2seq+length_prior, "
                    "syntax_transformer+supervised_attention, transformer_align, and "
                    "fairseq's own lstm and fairseq_transformer (the backbones' peers); "
                    "'transformer' stands for the Transformer family "

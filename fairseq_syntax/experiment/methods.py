@@ -206,6 +206,10 @@ def all_methods() -> List[Method]:
     at = next(i for i, m in enumerate(methods) if m.key == "sdatt_double_syntax") + 1
     methods.insert(at, Method("sdatt_double_syntax+gaussian_scores", "sdatt_double_syntax",
                               model_args=["--syntax-gaussian", "scores"]))
+    # the distance row M[p_i] read between consecutive words, so that p_i is pulled between
+    # two pieces of one word too (docs/RESULTS.md, notes: KFTT's predictor)
+    methods.insert(at + 1, Method("sdatt_double_syntax+row_words", "sdatt_double_syntax",
+                                  model_args=["--syntax-row", "words"]))
     return methods + transformer_methods()
 
 

@@ -195,7 +195,7 @@ def test_epoch_table_marks_runs_that_fairseq_validated_on_a_subset():
                                {"syntax_transformer": [curve], "fairseq_transformer": [curve]},
                                subset)
     assert lines[5:7] == ["| `syntax_transformer` | 1 | 37.50 |",
-                          "| `fairseq_transformer` † | 1 | 37.50 |"]
+                          "| `fairseq_transformer` (subset) | 1 | 37.50 |"]
     assert lines[-1] == tables.SUBSET_NOTE
     assert tables.epoch_table(["syntax_transformer"], {"syntax_transformer": [curve]},
                               subset)[-1] == "| `syntax_transformer` | 1 | 37.50 |"

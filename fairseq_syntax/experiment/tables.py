@@ -298,7 +298,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         "is not a multiple of `--required-batch-size-multiple` (8; fairseq issue #5036), so "
         "their validation after each epoch leaves out that batch of the longest sentences "
         "(Multi30k: 1008 of 1014 are validated, KFTT: 1160 of 1166); their per-epoch rows "
-        "and curves, marked †, are over that subset."
+        "and curves, marked (subset), are over that subset."
         + (" valid loss: its label-smoothed validation loss (bits per token), and how far "
            "above the floor no model can go below (`smoothed_loss_floor`: the entropy of the "
            "smoothed target). A run within 2 % of the floor is within 2 % of any longer "
@@ -355,7 +355,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     return "\n".join(lines) + "\n"
 
 
-SUBSET_NOTE = ("† a `--task translation` run: fairseq validated it after each epoch without "
+SUBSET_NOTE = ("(subset): a `--task translation` run: fairseq validated it after each epoch without "
                "its last batch of the longest valid sentences, whose size is not a multiple "
                "of 8 (fairseq issue #5036); the other runs on every valid sentence.")
 
@@ -364,7 +364,7 @@ def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]],
                 subset: Collection[str] = ()) -> List[str]:
     """Validation perplexity after each epoch, a line per run that recorded it (``[]`` if
     none did): how fast each method learns next to the backbone. Rows in ``subset`` are
-    marked †: fairseq's own dataset validated them on fewer sentences."""
+    marked (subset): fairseq's own dataset validated them on fewer sentences."""
     runs = [(key, r) for key in rows for r in by_key.get(key, [])
             if r["scores"].get("valid_ppl_by_epoch")]
     if not runs:
@@ -376,7 +376,7 @@ def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]],
     for key, r in runs:
         ppl = r["scores"]["valid_ppl_by_epoch"]
         cells = [f"{v:.2f}" for v in ppl] + [""] * (epochs - len(ppl))
-        lines.append(f"| `{key}`{' †' if key in subset else ''} | {r['seed']} | "
+        lines.append(f"| `{key}`{' (subset)' if key in subset else ''} | {r['seed']} | "
                      + " | ".join(cells) + " |")
     return lines + (["", SUBSET_NOTE] if any(key in subset for key, _ in runs) else [])
 
@@ -559,7 +559,7 @@ def section_figures(figures_dir: str, section: str, family: str, backbone: str,
                     rows: Sequence[str], by_key: Dict[str, List[dict]],
                     comparisons: Comparisons, tests: Sequence[str], corpus_name: str,
                     subset: Collection[str] = ()) -> List[str]:
-    """The family's learning curves (rows in ``subset`` labelled †, as in
+    """The family's learning curves (rows in ``subset`` labelled (subset), as in
     :func:`epoch_table`) and, per test set, its Δ chart (PNG files in ``figures_dir``); the
     Markdown lines that embed them (paths relative to the results file, which lies in the
     folder above ``figures_dir``)."""
@@ -569,7 +569,7 @@ def section_figures(figures_dir: str, section: str, family: str, backbone: str,
     stem = f"{section}-{'rnn' if family.startswith('RNN') else 'transformer'}"
     where = os.path.basename(os.path.normpath(figures_dir))
     lines = []
-    curves = {k + (" †" if k in subset else ""):
+    curves = {k + (" (subset)" if k in subset else ""):
               [r["scores"]["valid_ppl_by_epoch"] for r in by_key.get(k, [])
                if r["scores"].get("valid_ppl_by_epoch")] for k in rows}
     curves = {k: v for k, v in curves.items() if v}
@@ -578,7 +578,6 @@ def section_figures(figures_dir: str, section: str, family: str, backbone: str,
         learning_curves(os.path.join(figures_dir, name),
                         f"{section}, {family}: valid ppl per epoch", curves)
         lines += ["", f"![valid ppl per epoch, {family}]({where}/{name})"]
-        lines += ["", SUBSET_NOTE] if any(k.endswith(" †") for k in curves) else []
     score = "agreement" if corpus_name == "synthetic" else "bleu"
     for t in tests:
         bars = []

@@ -186,8 +186,7 @@ def test_epoch_table_has_a_line_per_run_with_a_curve():
 def test_epoch_table_marks_runs_that_fairseq_validated_on_a_subset():
     """fairseq's own datasets drop a last valid batch whose size is not a multiple of 8
     (fairseq #5036): the rows of ``--task translation`` methods say so."""
-    subset = {k for m in methods.all_methods() if m.task == "translation"
-              for k in methods.method_keys([m])}
+    subset = methods.subset_validated(methods.all_methods())
     assert {"lstm", "fairseq_transformer", "transformer_align"} <= subset
     assert "syntax_transformer" not in subset and "attentional_rnn" not in subset
     curve = {"seed": 1, "scores": {"valid_ppl_by_epoch": [37.5]}}

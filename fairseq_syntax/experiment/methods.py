@@ -245,6 +245,12 @@ def family_of(key: str) -> str:
     return next((m.family for m in all_methods() if key in method_keys([m])), "rnn")
 
 
+def subset_validated(methods: Sequence[Method]) -> set:
+    """Keys of the ``--task translation`` methods (and variants): fairseq 0.12's own dataset
+    validates them without a last batch whose size is not a multiple of 8 (fairseq #5036)."""
+    return {k for m in methods if m.task == "translation" for k in method_keys([m])}
+
+
 def method_keys(methods: Sequence[Method]) -> List[str]:
     """The table's keys of ``methods``: each method, then its decode-only variants."""
     return [k for m in methods for k in [m.key, *(v[0] for v in m.variants)]]

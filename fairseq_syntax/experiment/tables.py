@@ -13,7 +13,9 @@ from fairseq_syntax.evaluation.positions import degenerated
 from fairseq_syntax.evaluation.significance import Delta, seed_mean
 
 from .comparisons import Comparisons, SeedPairs, paired_scores
-from .methods import BACKBONE, TRANSFORMER_BACKBONE, all_methods, method_keys
+from .methods import (
+    BACKBONE, TRANSFORMER_BACKBONE, all_methods, method_keys, subset_validated,
+)
 from .commands import alignment_head_args, run_settings
 from .tools import folder_lock, write_atomically
 
@@ -209,7 +211,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     order = method_keys(methods)
     family = {k: m.family for m in methods for k in method_keys([m])}
     decode_only = {key for m in methods for key, _ in m.variants}  # a trained row's curve
-    subset = {k for m in methods if m.task == "translation" for k in method_keys([m])}
+    subset = subset_validated(methods)
     every_row = [k for k in order if k in keys or k in by_key]
     rows = [k for k in every_row if family[k] == "rnn"]
     transformer_rows = [k for k in every_row if family[k] == "transformer"]
@@ -355,9 +357,10 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     return "\n".join(lines) + "\n"
 
 
-SUBSET_NOTE = ("(subset): a `--task translation` run: fairseq validated it after each epoch without "
-               "its last batch of the longest valid sentences, whose size is not a multiple "
-               "of 8 (fairseq issue #5036); the other runs on every valid sentence.")
+SUBSET_MARK = " (subset)"  # a row or curve of :func:`subset_validated`
+SUBSET_NOTE = ("(subset): a `--task translation` run: fairseq validated it after each epoch "
+               "without its last batch of the longest valid sentences, whose size is not a "
+               "multiple of 8 (fairseq issue #5036); the other runs on every valid sentence.")
 
 
 def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]],
@@ -376,7 +379,7 @@ def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]],
     for key, r in runs:
         ppl = r["scores"]["valid_ppl_by_epoch"]
         cells = [f"{v:.2f}" for v in ppl] + [""] * (epochs - len(ppl))
-        lines.append(f"| `{key}`{' (subset)' if key in subset else ''} | {r['seed']} | "
+        lines.append(f"| `{key}`{SUBSET_MARK if key in subset else ''} | {r['seed']} | "
                      + " | ".join(cells) + " |")
     return lines + (["", SUBSET_NOTE] if any(key in subset for key, _ in runs) else [])
 
@@ -569,7 +572,7 @@ def section_figures(figures_dir: str, section: str, family: str, backbone: str,
     stem = f"{section}-{'rnn' if family.startswith('RNN') else 'transformer'}"
     where = os.path.basename(os.path.normpath(figures_dir))
     lines = []
-    curves = {k + (" (subset)" if k in subset else ""):
+    curves = {k + (SUBSET_MARK if k in subset else ""):
               [r["scores"]["valid_ppl_by_epoch"] for r in by_key.get(k, [])
                if r["scores"].get("valid_ppl_by_epoch")] for k in rows}
     curves = {k: v for k, v in curves.items() if v}

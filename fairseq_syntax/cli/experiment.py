@@ -457,8 +457,9 @@ def render_corpus(args):
     try:
         return prepare_corpus(args)
     except SystemExit as err:
-        print(f"fairseq-syntax-experiment: note: {err}; paired tests come from the cache only",
-              file=sys.stderr)
+        reason = str(err).replace("fairseq-syntax-experiment: error: ", "")
+        print(f"fairseq-syntax-experiment: note: {reason}; paired tests come from the cache "
+              "only", file=sys.stderr)
         return None
 
 

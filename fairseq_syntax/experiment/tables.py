@@ -294,13 +294,9 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         + ("gold trees" if synthetic else "spaCy `en_core_web_sm` parses")
         + " (`fairseq-syntax-induced-trees`)."]
     lines += [
-        "* valid ppl: fairseq's `valid_ppl` of the decoded checkpoint; of `--task translation` "
-        "runs (fairseq's own peers, `transformer_align`) on every valid sentence "
-        "(`whole_split_loss`): fairseq 0.12's own datasets leave out a last batch whose size "
-        "is not a multiple of `--required-batch-size-multiple` (8; fairseq issue #5036), so "
-        "their validation after each epoch leaves out that batch of the longest sentences "
-        "(Multi30k: 1008 of 1014 are validated, KFTT: 1160 of 1166); their per-epoch rows "
-        "and curves, marked (subset), are over that subset."
+        "* valid ppl: fairseq's `valid_ppl` of the decoded checkpoint, on every valid "
+        "sentence (`whole_split_loss` for `--task translation` runs, whose per-epoch "
+        "validation is marked (subset): see the note under the per-epoch table)."
         + (" valid loss: its label-smoothed validation loss (bits per token), and how far "
            "above the floor no model can go below (`smoothed_loss_floor`: the entropy of the "
            "smoothed target). A run within 2 % of the floor is within 2 % of any longer "
@@ -358,9 +354,12 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
 
 
 SUBSET_MARK = " (subset)"  # a row or curve of :func:`subset_validated`
-SUBSET_NOTE = ("(subset): a `--task translation` run: fairseq validated it after each epoch "
-               "without its last batch of the longest valid sentences, whose size is not a "
-               "multiple of 8 (fairseq issue #5036); the other runs on every valid sentence.")
+SUBSET_NOTE = ("(subset): a `--task translation` run (fairseq's own peers, `transformer_align`): "
+               "fairseq 0.12's own datasets leave out a last batch whose size is not a multiple "
+               "of `--required-batch-size-multiple` (8; fairseq issue #5036), so it was "
+               "validated after each epoch without that batch of the longest valid sentences "
+               "(Multi30k: 1008 of 1014, KFTT: 1160 of 1166); the other runs on every valid "
+               "sentence.")
 
 
 def epoch_table(rows: Sequence[str], by_key: Dict[str, List[dict]],

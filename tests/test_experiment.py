@@ -2,6 +2,7 @@
 outputs it wrote, one JSON record per finished run, a second invocation skips what is
 done, and the table's mean ± sd and markers are numpy's over the records."""
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -42,7 +43,7 @@ EXPERIMENT = [
     "--step-time-batches", "2",
 ]
 RECORD_KEYS = {"format", "method", "seed", "settings", "scores", "commands", "wall_seconds",
-               "date", "host", "run_dir", "data_bin", "experiment_command"}
+               "date", "host", "run_dir", "data_bin", "data_bin_digest", "experiment_command"}
 
 
 def _lines(path):
@@ -183,6 +184,34 @@ def test_epoch_table_has_a_line_per_run_with_a_curve():
     assert tables.epoch_table(["lookahead_concat"], {"lookahead_concat": [record(1, [])]}) == []
 
 
+def test_data_bin_lines_tell_runs_of_different_data_bins_apart(tmp_path):
+    """A record's ``data_bin_digest`` comes from the manifest's checksums; the section says
+    which runs share a data-bin and flags different sentencepiece models."""
+    sides = {"train.en-de.en.heads.bin": "ab" * 32, "train.en-de.en.heads.idx": "cd" * 32}
+    (tmp_path / "syntax_manifest.json").write_text(json.dumps(
+        {"spm_sha256": "12" * 32, "side_file_sha256": sides}))
+    digest = records.data_bin_digest(str(tmp_path))
+    assert digest == {"spm": "12" * 32, "side_files": hashlib.sha256(json.dumps(
+        dict(sorted(sides.items()))).encode()).hexdigest()}
+    assert records.data_bin_digest(str(tmp_path / "none")) is None
+
+    def run(method, seed, spm, side):
+        return {"method": method, "seed": seed,
+                "data_bin_digest": {"spm": spm * 32, "side_files": side * 32}}
+    old = {"method": "lstm", "seed": 1}
+    one = tables.data_bin_lines([run("a", 1, "12", "ab"), run("b", 2, "12", "ab"), old])
+    assert one == ["* data-bin (sha256 of its sentencepiece model / over its side-files, "
+                   "record key `data_bin_digest`): `121212121212…` / `abababababab…` for the "
+                   "runs that recorded it; 1 run recorded before data-bin digests "
+                   "(2026-11-30) do not say."]
+    rebuilt = tables.data_bin_lines([run("a", 1, "12", "ab"), run("a", 2, "12", "cd")])
+    assert "`a` 1; `121212121212…` / `cdcdcdcdcdcd…`: `a` 2." in rebuilt[0]
+    assert "Same tokens" in rebuilt[0] and "differ:" not in rebuilt[0]
+    other = tables.data_bin_lines([run("a", 1, "12", "ab"), run("b", 1, "34", "ab")])
+    assert "sentencepiece models differ" in other[0]
+    assert tables.data_bin_lines([old]) == []
+
+
 def test_epoch_table_marks_runs_that_fairseq_validated_on_a_subset():
     """fairseq's own datasets drop a last valid batch whose size is not a multiple of 8
     (fairseq #5036): the rows of ``--task translation`` methods say so."""
@@ -300,6 +329,9 @@ def test_experiment_table_equals_scorers(experiment_run):
         record = json.loads((experiment_run["records"] / f"{key}.seed1.json").read_text())
         assert set(record) == RECORD_KEYS
         assert (record["method"], record["seed"]) == (key, 1)
+        # the data-bin it trained on: its sentencepiece model's sha256, computed here
+        assert record["data_bin_digest"]["spm"] == hashlib.sha256(
+            (work / "data-bin" / "spm.model").read_bytes()).hexdigest()
         assert record["settings"]["arch"] == key and record["settings"]["lr"] == 0.003
         assert "--seed 1 " in record["commands"]["train"]
         assert '--user-dir "$(fairseq-syntax-user-dir)"' in record["commands"]["train"]

@@ -1,5 +1,6 @@
 """Run records: one JSON file per finished run (method, seed), and the host facts they hold."""
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -7,6 +8,9 @@ import re
 import sys
 from dataclasses import asdict
 from typing import Dict, List, Optional
+
+from fairseq_syntax.data.side_files import SIDE_FILE_SHA256, SPM_SHA256, read_manifest
+from fairseq_syntax.syntax.errors import SyntaxInputError
 
 from .methods import RECIPE_KEYS_ADDED, RECORD_FORMAT, Row
 from .tools import write_atomically
@@ -58,6 +62,22 @@ def host_facts(args, threads: Optional[int]) -> dict:
     }
 
 
+def data_bin_digest(databin: str) -> Optional[dict]:
+    """What tells one data-bin from another, from its manifest: ``spm``, the sha256 of its
+    sentencepiece model (the tokens every method reads), and ``side_files``, a sha256 over
+    its side-files' sha256s (the parses, trees and alignments; eflomal has no seed, so a
+    rebuilt data-bin differs here). None where the manifest has neither."""
+    try:
+        manifest = read_manifest(databin)
+    except SyntaxInputError:
+        return None
+    spm, sides = manifest.get(SPM_SHA256), manifest.get(SIDE_FILE_SHA256)
+    if not spm and not sides:
+        return None
+    return {"spm": spm, "side_files": sides and hashlib.sha256(
+        json.dumps(sides, sort_keys=True).encode("utf-8")).hexdigest()}
+
+
 def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, host: dict,
                save: str, databin: str, command: str, places: Dict[str, str]) -> dict:
     """The JSON record of one finished run. Keys: ``format``, ``method``, ``seed``,
@@ -67,7 +87,8 @@ def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, ho
     ones that ran, the plugin's folder as ``"$(fairseq-syntax-user-dir)"``),
     ``wall_seconds`` (training, decoding and scoring), ``date`` (UTC, when it finished),
     ``host`` (:func:`host_facts`), ``run_dir`` (logs, checkpoint and outputs),
-    ``data_bin``, and ``experiment_command`` (the invocation that ran it). Paths are shown
+    ``data_bin`` with ``data_bin_digest`` (:func:`data_bin_digest`), and
+    ``experiment_command`` (the invocation that ran it). Paths are shown
     by :func:`portable` with ``places`` (e.g. ``$WORKDIR``): a record holds no machine path."""
     scores = {k: v for k, v in asdict(row).items()
               if k not in ("key", "arch", "seed", "error", "hypotheses", "hypotheses_tok")}
@@ -83,6 +104,7 @@ def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, ho
         "host": host,
         "run_dir": portable(save, places),
         "data_bin": portable(databin, places),
+        "data_bin_digest": data_bin_digest(databin),
         "experiment_command": portable(command, places),
     }
 

@@ -169,6 +169,36 @@ def flattening_lines(by_key: Dict[str, List[dict]]) -> List[str]:
 DIVERGED = 1.5  # a run whose last valid ppl is this many times its best has diverged
 
 
+def data_bin_lines(runs: Sequence[dict]) -> List[str]:
+    """Which data-bin the runs trained on, by their records' ``data_bin_digest``
+    (:func:`.records.data_bin_digest`): one line when all recorded the same; else the
+    runs of each, flagged where the sentencepiece models differ (tokens not shared)."""
+    groups: Dict[tuple, List[str]] = {}
+    for r in sorted(runs, key=lambda r: (r["method"], r["seed"])):
+        digest = r.get("data_bin_digest") or {}
+        key = (str(digest.get("spm") or "?")[:12], str(digest.get("side_files") or "?")[:12])
+        groups.setdefault(key if digest else None, []).append(f"`{r['method']}` {r['seed']}")
+    recorded = {k: v for k, v in groups.items() if k is not None}
+    if not recorded:
+        return []
+    n = len(groups.get(None, []))
+    unrecorded = (f"; {n} run{'s' * (n > 1)} recorded before data-bin digests (2026-11-30) "
+                  "do not say" if n else "")
+    what = "data-bin (sha256 of its sentencepiece model / over its side-files, record key " \
+           "`data_bin_digest`)"
+    if len(recorded) == 1:
+        (spm, sides), = recorded
+        return [f"* {what}: `{spm}…` / `{sides}…` for the runs that recorded it{unrecorded}."]
+    parts = [f"`{spm}…` / `{sides}…`: {', '.join(names)}"
+             for (spm, sides), names in sorted(recorded.items())]
+    tokens = len({spm for spm, _ in recorded}) > 1
+    return [f"* {what}, {len(recorded)} of them: " + "; ".join(parts) + unrecorded + "."
+            + (" **The sentencepiece models differ: those runs did not read the same tokens; "
+               "compare them only through the detokenised text.**" if tokens else
+               " Same tokens; the side-files differ (a rebuilt data-bin: eflomal has no "
+               "seed), which only the methods that read them see.")]
+
+
 def divergence_lines(by_key: Dict[str, List[dict]]) -> List[str]:
     """One bullet naming the runs whose valid ppl after the last epoch is ``DIVERGED``
     times their best or more, with the checkpoint each decoded: the best one came before
@@ -244,7 +274,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     budget = " and ".join(
         [*([f"{args.updates} updates"] if args.updates else []),
          *([f"{args.epochs} epochs"] if args.epochs else [])])
-    lines += [f"* Data: {description}."]
+    lines += [f"* Data: {description}.", *data_bin_lines(runs)]
     lines += [] if not rows else [
         f"* Same budget and sizes for every method: {budget} of at most {args.max_tokens} "
         "tokens"

@@ -200,7 +200,7 @@ def test_data_bin_lines_tell_runs_of_different_data_bins_apart(tmp_path):
                 "data_bin_digest": {"spm": spm * 32, "side_files": side * 32}}
     old = {"method": "lstm", "seed": 1}
     one = tables.data_bin_lines([run("a", 1, "12", "ab"), run("b", 2, "12", "ab"), old])
-    assert one == ["* data-bin (sha256 of its sentencepiece model / over its side-files, "
+    assert one == ["* Data-bin (sha256 of its sentencepiece model / over its side-files, "
                    "record key `data_bin_digest`): `121212121212…` / `abababababab…` for the "
                    "runs that recorded it; 1 run recorded before data-bin digests "
                    "(2026-11-30) do not say."]

@@ -24,11 +24,14 @@ first batch (the worker's start-up is left out), against the run's step batches/
 """
 import functools
 import gc
+import platform
 import random
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
+
+from fairseq_syntax.evaluation.host import cpu_model
 
 PRECISIONS = ("fp32", "fp16", "bf16")
 FAIRSEQ_PEER = {"rnn": "lstm", "transformer": "transformer"}
@@ -163,20 +166,11 @@ class Readiness:
 
 def device_name(device) -> str:
     """The GPU's name, or the CPU model from /proc/cpuinfo."""
-    import platform
-
     import torch
 
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return "CPU: " + line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "CPU: " + (platform.processor() or platform.machine())
+    return "CPU: " + (cpu_model() or platform.machine())
 
 
 def unsupported(precision: str, device) -> Optional[str]:

@@ -9,6 +9,7 @@ import sys
 from dataclasses import asdict
 from typing import Dict, List, Optional
 
+from fairseq_syntax.evaluation.host import cpu_kernels, cpu_model
 from fairseq_syntax.data.side_files import SIDE_FILE_SHA256, SPM_SHA256, read_manifest
 from fairseq_syntax.syntax.errors import SyntaxInputError
 
@@ -30,17 +31,6 @@ def _version(*dists: str) -> Optional[str]:
     return None
 
 
-def _cpu_model() -> Optional[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
-
-
 def host_facts(args, threads: Optional[int]) -> dict:
     """Facts about the machine and the software a run was measured with."""
     device = "cpu"
@@ -50,7 +40,8 @@ def host_facts(args, threads: Optional[int]) -> dict:
         device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "gpu"
     return {
         "platform": platform.platform(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
+        **cpu_kernels(),
         "cpus": os.cpu_count(),
         "device": device,
         "threads_per_process": threads,

@@ -169,6 +169,16 @@ def flattening_lines(by_key: Dict[str, List[dict]]) -> List[str]:
 DIVERGED = 1.5  # a run whose last valid ppl is this many times its best has diverged
 
 
+def host_label(host: dict) -> str:
+    """"AMD EPYC [25/1, AVX2] (cpu)": the CPU's name, its family/model and PyTorch's kernels
+    where the record has them (:func:`fairseq_syntax.evaluation.host.cpu_kernels`), the
+    device. One CPU name can cover kernels that round differently."""
+    kernels = [host[k] for k in ("cpu_family_model", "torch_cpu_capability") if host.get(k)]
+    return "{}{} ({})".format(host.get("cpu") or "?",
+                              f" [{', '.join(kernels)}]" if kernels else "",
+                              host.get("device") or "?")
+
+
 def data_bin_lines(runs: Sequence[dict]) -> List[str]:
     """Which data-bin the runs trained on, by their records' ``data_bin_digest``
     (:func:`.records.data_bin_digest`): one line when all recorded the same; else the
@@ -247,8 +257,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     transformer_rows = [k for k in every_row if family[k] == "transformer"]
     runs = [r for k in every_row for r in by_key.get(k, [])]
     dates = sorted(str(r.get("date", ""))[:10] for r in runs)
-    hosts = sorted({"{} ({})".format((r.get("host") or {}).get("cpu") or "?",
-                                     (r.get("host") or {}).get("device") or "?") for r in runs})
+    hosts = sorted({host_label(r.get("host") or {}) for r in runs})
     commands = []
     for r in sorted(runs, key=lambda r: str(r.get("date", ""))):
         c = r.get("experiment_command")

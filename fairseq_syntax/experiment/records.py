@@ -9,8 +9,8 @@ import sys
 from dataclasses import asdict
 from typing import Dict, List, Optional
 
-from fairseq_syntax.evaluation.host import cpu_kernels, cpu_model
 from fairseq_syntax.data.side_files import SIDE_FILE_SHA256, SPM_SHA256, read_manifest
+from fairseq_syntax.evaluation.host import cpu_kernels, cpu_model
 from fairseq_syntax.syntax.errors import SyntaxInputError
 
 from .methods import RECIPE_KEYS_ADDED, RECORD_FORMAT, Row

@@ -23,7 +23,7 @@ from fairseq_syntax.experiment import (
     commands, corpora, methods, parity, records, runs, scoring, tables,
 )
 from fairseq_syntax.experiment.parity import LSTM
-from fairseq_syntax.evaluation.corpus import Corpus
+from fairseq_syntax.evaluation.corpus import Corpus, TestSet
 from fairseq_syntax.experiment.tables import update_results
 from fairseq_syntax.evaluation.fairseq_log import read_train_log
 from fairseq_syntax.experiment.tools import (
@@ -203,7 +203,9 @@ def test_data_bin_lines_tell_runs_of_different_data_bins_apart(tmp_path):
     assert one == ["* Data-bin (sha256 of its sentencepiece model / over its side-files, "
                    "record key `data_bin_digest`): `121212121212…` / `abababababab…` for the "
                    "runs that recorded it; 1 run recorded before data-bin digests "
-                   "(2026-11-30) do not say."]
+                   "(2026-11-30) does not say."]
+    two_old = tables.data_bin_lines([run("a", 1, "12", "ab"), old, {"method": "b", "seed": 1}])
+    assert two_old[0].endswith("; 2 runs recorded before data-bin digests (2026-11-30) do not say.")
     rebuilt = tables.data_bin_lines([run("a", 1, "12", "ab"), run("a", 2, "12", "cd")])
     assert "`a` 1; `121212121212…` / `cdcdcdcdcdcd…`: `a` 2." in rebuilt[0]
     assert "Same tokens" in rebuilt[0] and "differ:" not in rebuilt[0]
@@ -1448,3 +1450,58 @@ def test_read_records_notes_strays_but_not_the_significance_cache(tmp_path, caps
     err = capsys.readouterr().err
     assert f"{tmp_path}/notes.json is not a run record" in err
     assert "significance.json" not in err
+
+
+def test_a_kftt_rendering_without_its_data_bin_reads_corpus_and_tokenizer_from_the_records(
+        tmp_path):
+    """``--render-only --corpus kftt`` without ``--data-bin``: the section's name and the
+    corpus description are the records', and the paired tests come from the cache, keyed
+    by the tokenizer the records' sacreBLEU signatures name (ja-mecab: not 13a)."""
+    from fairseq_syntax.experiment.comparisons import PairedTests, recorded_tokenize
+
+    rng = np.random.default_rng(1)
+    words = "彼 は 寺 を 建て た 。 京都 の 僧 が 年 に".split()
+    refs = [" ".join(rng.choice(words, size=rng.integers(4, 12))) for _ in range(80)]
+    (tmp_path / "ref.ja").write_text("".join(r + "\n" for r in refs))
+    corpus = Corpus("kftt-en-ja", "en", "ja", str(tmp_path), [TestSet("test", "test", str(
+        tmp_path / "ref.ja"))], "KFTT en→ja (17,472 training pairs)", bleu_tokenize="char")
+    records_dir = tmp_path / "records"
+    records_dir.mkdir()
+    args = experiment.parse_args(["--corpus", "multi30k", "--render-only"])
+    runs = []
+    for key, share in (("attentional_rnn", 0.4), ("attentional_rnn+supervised_attention", 0.2)):
+        hyps = {"test": drop_words(refs, share, len(key))}
+        bleu = BLEU(tokenize="char")
+        bleu.corpus_score(hyps["test"], [refs])  # a signature needs a score first
+        signature = bleu.get_signature().format()
+        record = _record(args, corpus.description, key, 1,
+                         {"tests": {"test": {"bleu": 1.0}}, "bleu_signature": signature})
+        record["settings"].update(corpus="kftt-en-ja", corpus_description=corpus.description)
+        path = methods.record_path(str(records_dir), key, 1)
+        with open(path, "w") as f:
+            json.dump(record, f)
+        records.write_hypotheses(path, hyps)
+        runs.append(records.read_record(path))
+    assert "tok:char" in runs[0]["scores"]["bleu_signature"]
+    assert recorded_tokenize(runs) == "char" and recorded_tokenize([]) == "13a"
+    assert recorded_tokenize([{"scores": {
+        "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:ja-mecab-0.996-IPA|smooth:exp"}}]) \
+        == "ja-mecab"
+    with_refs = PairedTests("kftt-en-ja", corpus, str(records_dir), "char")
+    tested = with_refs.of(*runs)
+    with_refs.save()
+    assert set(tested) == {("test", "bleu"), ("test", "chrf")}
+    cached = PairedTests("kftt-en-ja", None, str(records_dir), recorded_tokenize(runs))
+    assert cached.of(*runs) == tested
+    assert PairedTests("kftt-en-ja", None, str(records_dir), "13a").of(*runs) == {}
+
+    argv = ["--corpus", "kftt", "--render-only", "--results-dir", str(records_dir)]
+    rendering = experiment.parse_args(argv)
+    assert rendering.corpus_name == "kftt-en-ja"
+    assert corpora.corpus_description(rendering) == corpus.description
+    with pytest.raises(SystemExit, match="--data-bin .* or --results-dir"):
+        experiment.parse_args(argv[:3])
+    (records_dir / "lstm.seed1.json").write_text(json.dumps(
+        _record(args, "Multi30k", "lstm", 1, {"tests": {}})))
+    with pytest.raises(SystemExit, match="of 2 corpora \\(kftt-en-ja, multi30k\\)"):
+        experiment.parse_args(argv)

@@ -82,7 +82,9 @@ from fairseq_syntax.experiment.methods import (
     BACKBONE, TRANSFORMER_BACKBONE, family_of, DEFAULTS, DEFAULT_METHODS, DEFAULT_RESULTS, LR_SCHEDULERS, Method, TRANSFORMER_RECIPES,
     method_keys, record_path, select_methods,
 )
-from fairseq_syntax.experiment.comparisons import PairedTests, compare_methods, compare_seeds
+from fairseq_syntax.experiment.comparisons import (
+    PairedTests, compare_methods, compare_seeds, recorded_tokenize,
+)
 from fairseq_syntax.experiment.records import (
     REPLACED_DIR, changed_settings, host_facts, hypotheses_path, keep_replaced, places_of,
     read_record, read_records, run_record, write_hypotheses, write_record,
@@ -162,7 +164,9 @@ def get_parser() -> argparse.ArgumentParser:
                    "docs/results/CORPUS/; with --gpu docs/results/CORPUS-gpu/)")
     p.add_argument("--render-only", action="store_true",
                    help="train nothing: render the corpus section of --results from the "
-                   "records in --results-dir whose settings equal these options'")
+                   "records in --results-dir whose settings equal these options' (kftt "
+                   "without --data-bin: the corpus its records name; paired tests not "
+                   "in RESULTS_DIR/significance.json need the references)")
     p.add_argument("--updates", type=int,
                    help="training updates of every method (default: " + per_corpus("updates")
                    + "; none: --epochs; Transformers: their recipe's); with --epochs, "
@@ -323,7 +327,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     def render() -> str:
         by_key = table_records(read_records(args.results_dir), args, description)
         tests = PairedTests(args.corpus_name, corpus, args.results_dir,
-                            corpus.bleu_tokenize if corpus else "13a")
+                            corpus.bleu_tokenize if corpus else
+                            recorded_tokenize([r for rs in by_key.values() for r in rs]))
         comparisons = compare_methods(by_key, backbones_of(by_key), tests)
         seed_pairs = compare_seeds(by_key, [BACKBONE, TRANSFORMER_BACKBONE], tests)
         tests.save()

@@ -8,6 +8,8 @@ import json
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import sacrebleu
+
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.evaluation.significance import N_SAMPLES, Delta, paired_deltas
 from fairseq_syntax.syntax.text_io import read_text_lines
@@ -19,6 +21,18 @@ from .tools import write_atomically
 Comparisons = Dict[Tuple[str, str, str], Dict[int, Delta]]
 # (method key, test set, score) -> {(earlier seed, later seed): Delta of later − earlier}
 SeedPairs = Dict[Tuple[str, str, str], Dict[Tuple[int, int], Delta]]
+
+
+def recorded_tokenize(records: Sequence[dict]) -> str:
+    """sacreBLEU's tokenizer named in the records' BLEU signatures (``tok:ja-mecab-0.996-IPA``
+    -> ``ja-mecab``): the runs' own, for a rendering without the corpus; ``13a`` if none."""
+    for record in records:
+        tok = dict(part.split(":", 1) for part in
+                   record["scores"].get("bleu_signature", "").split("|") if ":" in part).get("tok")
+        names = [n for n in sacrebleu.BLEU.TOKENIZERS if tok == n or str(tok).startswith(n + "-")]
+        if names:
+            return max(names, key=len)
+    return "13a"
 
 
 def paired_scores(corpus_name: str) -> List[str]:

@@ -16,6 +16,7 @@ from fairseq_syntax.evaluation.corpus import (
 )
 from fairseq_syntax.syntax.text_io import read_text_lines
 
+from .records import read_records
 from .tools import run_tool, tool_env, write_atomically
 
 
@@ -24,8 +25,11 @@ PRESETS = ("synthetic", "multi30k", "kftt")
 
 def corpus_name(args) -> str:
     """The corpus's name in tables, records and folders: the preset (``kftt`` with its
-    direction, ``kftt-en-ja`` or ``kftt-ja-en``, from the data-bin's manifest), or the
-    ``name`` of the description file ``--corpus``."""
+    direction, ``kftt-en-ja`` or ``kftt-ja-en``, from the data-bin's manifest, or for a
+    rendering without it, from the records: :func:`recorded_corpus`), or the ``name`` of
+    the description file ``--corpus``."""
+    if args.corpus == "kftt" and not args.data_bin and args.render_only:
+        return recorded_corpus(args)[0]
     if args.corpus == "kftt" and args.data_bin:
         try:
             manifest = read_manifest(args.data_bin)
@@ -93,6 +97,24 @@ def generated_stamp(args) -> Optional[dict]:
     return stamp if stamp.get("raw") is None else None  # None: it generated these files
 
 
+def recorded_corpus(args) -> Tuple[str, str]:
+    """The corpus name and description that the records in ``--results-dir`` agree on:
+    what a rendering of ``--corpus kftt`` reads when no data-bin names the direction."""
+    where = args.results_dir
+    if where is None:
+        raise SystemExit("fairseq-syntax-experiment: error: --render-only --corpus kftt needs "
+                         "--data-bin (its direction names the section) or --results-dir "
+                         "(the records' folder, e.g. docs/results/kftt-en-ja)")
+    found = {(r["settings"]["corpus"], r["settings"].get("corpus_description", ""))
+             for r in read_records(where)}
+    if len(found) != 1:
+        raise SystemExit(f"fairseq-syntax-experiment: error: --results-dir {where}: "
+                         + (f"its records are of {len(found)} corpora "
+                            f"({', '.join(sorted(n for n, _ in found))}): give --data-bin"
+                            if found else "no run records to render"))
+    return found.pop()
+
+
 def corpus_description(args, corpus: Optional[Corpus] = None) -> str:
     """The corpus as the settings record it (no machine paths): ``corpus.description``, or
     for the synthetic corpus, the generator's
@@ -105,6 +127,8 @@ def corpus_description(args, corpus: Optional[Corpus] = None) -> str:
             return MULTI30K_DESCRIPTION
         if args.corpus not in PRESETS:  # a description file: its words, files or not
             return description_of(read_description(args.corpus))
+        if args.corpus == "kftt" and not args.data_bin and args.render_only:
+            return recorded_corpus(args)[1]
         return prepare_corpus(args).description
     stamp = generated_stamp(args)
     vocab = (stamp or {}).get("vocab_size") if args.data_bin else args.vocab_size

@@ -193,7 +193,7 @@ def data_bin_lines(runs: Sequence[dict]) -> List[str]:
         return []
     n = len(groups.get(None, []))
     unrecorded = (f"; {n} run{'s' * (n > 1)} recorded before data-bin digests (2026-11-30) "
-                  "do not say" if n else "")
+                  f"{'do' if n > 1 else 'does'} not say" if n else "")
     what = "Data-bin (sha256 of its sentencepiece model / over its side-files, record key " \
            "`data_bin_digest`)"
     if len(recorded) == 1:

@@ -100,6 +100,13 @@ def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, ho
     }
 
 
+def wall_seconds(record: dict) -> float:
+    """A run's wall seconds (training, decoding and scoring), at least its training time:
+    a resumed run recorded before 2026-11-29 counted only its last invocation."""
+    train = (record.get("scores") or {}).get("train_seconds") or 0
+    return max(float(record.get("wall_seconds") or 0), float(train))
+
+
 def portable(text: str, places: Dict[str, str]) -> str:
     """``text`` with each folder of ``places`` (placeholder -> path, e.g. ``$WORKDIR``)
     written as its placeholder, longest path first, and the current folder as ``.``."""

@@ -17,6 +17,7 @@ from .methods import (
     BACKBONE, TRANSFORMER_BACKBONE, all_methods, method_keys, subset_validated,
 )
 from .commands import alignment_head_args, run_settings
+from .records import wall_seconds
 from .tools import folder_lock, write_atomically
 
 
@@ -271,7 +272,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         f"the {len(runs)} run records (one JSON file per method and seed) in "
         f"`{results_dir}` whose settings are the ones below"
         + (f"; runs finished {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "")
-           + f", {sum(float(r.get('wall_seconds') or 0) for r in runs) / 60:.0f} min of run "
+           + f", {sum(map(wall_seconds, runs)) / 60:.0f} min of run "
            f"wall time in all, on {'; '.join(hosts)}" if runs else "")
         + ". Rerunning a command skips the runs that have a record, so more `--seeds` or "
         "the open rows can be added in later sessions"

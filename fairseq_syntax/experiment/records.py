@@ -102,7 +102,7 @@ def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, ho
 
 def wall_seconds(record: dict) -> float:
     """A run's wall seconds (training, decoding and scoring), at least its training time:
-    a resumed run recorded before 2026-11-29 counted only its last invocation."""
+    a run resumed by a harness older than 2026-11-29's counted only its last invocation."""
     train = (record.get("scores") or {}).get("train_seconds") or 0
     return max(float(record.get("wall_seconds") or 0), float(train))
 

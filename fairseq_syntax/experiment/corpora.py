@@ -29,8 +29,7 @@ def corpus_name(args) -> str:
     rendering without it, from the records: :func:`recorded_corpus`), or the ``name`` of
     the description file ``--corpus``."""
     if args.corpus == "kftt" and not args.data_bin and args.render_only:
-        args.recorded_corpus = recorded_corpus(args)  # read once: corpus_description's too
-        return args.recorded_corpus[0]
+        return recorded_corpus(args)[0]
     if args.corpus == "kftt" and args.data_bin:
         try:
             manifest = read_manifest(args.data_bin)
@@ -129,7 +128,7 @@ def corpus_description(args, corpus: Optional[Corpus] = None) -> str:
         if args.corpus not in PRESETS:  # a description file: its words, files or not
             return description_of(read_description(args.corpus))
         if args.corpus == "kftt" and not args.data_bin and args.render_only:
-            return (getattr(args, "recorded_corpus", None) or recorded_corpus(args))[1]
+            return recorded_corpus(args)[1]
         return prepare_corpus(args).description
     stamp = generated_stamp(args)
     vocab = (stamp or {}).get("vocab_size") if args.data_bin else args.vocab_size

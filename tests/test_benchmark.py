@@ -37,3 +37,19 @@ def test_speeds_are_fairseqs_own_figures(tmp_path):
             "tokens) in 3.2s (316.88 sentences/s, 6755.31 tokens/s)\n")
     assert decode_speed(text) == (316.88, 6755.31)
     assert decode_speed("no summary") == (None, None)
+
+
+def test_a_row_trains_afresh_where_an_earlier_run_left_its_checkpoint(synthetic_databin, tmp_path):
+    """A second benchmark in the same folder measures its own training: fairseq-train would
+    otherwise resume the first one's checkpoint_last.pt (here one it cannot even read)."""
+    from fairseq_syntax.evaluation.throughput import benchmark_run, last_train_wps
+
+    save = tmp_path / "attentional_rnn"
+    save.mkdir()
+    (save / "checkpoint_last.pt").write_bytes(b"an earlier run's checkpoint")
+    row = benchmark_run("attentional_rnn", "attentional_rnn", [], str(synthetic_databin),
+                        str(tmp_path), updates=2, max_tokens=800, embed_dim=16,
+                        encoder_hidden=16, decoder_hidden=32)
+    assert row.error == ""
+    assert row.train_wps == last_train_wps(str(tmp_path / "attentional_rnn.train.jsonl")) > 0
+    assert row.decode_sps > 0 and row.peak_rss_mb > 0

@@ -3,6 +3,7 @@ training words/s and peak memory of the real ``fairseq-train``, decoding speed o
 ``fairseq-generate``, and data loading of the syntax dataset against fairseq's own."""
 import os
 import re
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -83,7 +84,8 @@ def benchmark_run(label: str, arch: str, extra: Sequence[str], databin: str, wor
     train = fairseq_train_command(databin, options, save, 1, save + ".train.jsonl",
                                   max(1, updates // 4), workers=False,
                                   after=["--disable-validation", *device, *extra])
-    if os.path.exists(save + ".train.jsonl"):  # fairseq appends to its --log-file
+    shutil.rmtree(save, ignore_errors=True)  # fairseq-train would resume an earlier run's
+    if os.path.exists(save + ".train.jsonl"):  # checkpoint, and it appends to its --log-file
         os.remove(save + ".train.jsonl")
     code, rss, _ = run_measured(train, save + ".train.log")
     if code != 0:

@@ -399,6 +399,18 @@ def test_read_conllu_trees(tmp_path):
     ]
 
 
+def test_write_conllu_stopped_by_a_bad_sentence_leaves_the_old_file(tmp_path):
+    """The second sentence has a word with a tab: the error names it, and the file holds what
+    it held before (no first sentence, no temporary file beside it)."""
+    out = tmp_path / "trees.conllu"
+    out.write_text(CONLLU, encoding="utf-8")
+    good, bad = ParsedSentence(["a", "b"], [1, -1]), ParsedSentence(["c\td"], [-1])
+    with pytest.raises(ValueError, match=r"word 1 'c\\td' is empty or holds a tab"):
+        write_conllu(str(out), [good, bad])
+    assert out.read_text(encoding="utf-8") == CONLLU
+    assert [p.name for p in tmp_path.iterdir()] == ["trees.conllu"]
+
+
 def test_format_conllu_hand_worked(tmp_path):
     block = format_conllu(["the", "dogs", "bark"], [1, 2, -1], ["det", "nsubj", "root"],
                           [("sent_id", "s-1")], ["the", "dog", "bark"], ["DET", "NOUN", "VERB"],

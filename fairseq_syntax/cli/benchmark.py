@@ -27,6 +27,7 @@ from fairseq_syntax.evaluation.throughput import (
     CRITERION_RUNS, Throughput, benchmark_run, loading_markdown, loading_timing, markdown,
 )
 from fairseq_syntax.experiment.corpora import build_synthetic
+from fairseq_syntax.syntax.text_io import atomic_text_file
 
 
 def get_parser():
@@ -64,7 +65,7 @@ def main(argv=None):
     table = "\n".join(tables + [loading_markdown(loading_timing(databin))])
     print(table)
     if args.out:
-        with open(args.out, "w") as f:
+        with atomic_text_file(args.out) as f:
             f.write(table)
     return 0 if not any(r.error for r in rows) else 1
 

@@ -15,6 +15,7 @@ import shlex
 import sys
 
 from fairseq_syntax.evaluation.readiness import PRECISIONS, PRESETS
+from fairseq_syntax.syntax.text_io import atomic_text_file
 
 
 def get_parser():
@@ -86,7 +87,7 @@ def main(argv=None):
     table = markdown(result, command)
     print(table)
     if args.out:
-        with open(args.out, "w") as f:
+        with atomic_text_file(args.out) as f:
             f.write(table)
     return 0
 

@@ -21,6 +21,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 import fairseq_syntax  # noqa: F401  (registers the task and models, allows safe checkpoint loading)
+from fairseq_syntax.syntax.text_io import atomic_text_file
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -193,7 +194,7 @@ def main(argv: Optional[Sequence[str]] = None):
     print(f"wrote {args.out}: {width_px} x {height_px} pixels "
           f"({figsize[0]:g} x {figsize[1]:g} in at {args.dpi} dpi)")
     if args.weights_out:
-        with open(args.weights_out, "w", encoding="utf-8") as f:
+        with atomic_text_file(args.weights_out) as f:
             json.dump({
                 "split": args.gen_subset, "index": args.index, "forced": forced,
                 "source": source.split(), "target": rows, "previous": cols,

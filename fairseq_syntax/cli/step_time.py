@@ -24,6 +24,7 @@ import shlex
 from typing import Dict
 
 from fairseq_syntax.evaluation.step_time import RECIPE_SIZES, measure, per_step
+from fairseq_syntax.syntax.text_io import atomic_text_file
 
 
 def markdown(totals: Dict[str, Dict[str, float]], steps: int) -> str:
@@ -63,7 +64,7 @@ def main(argv=None):
           f"{args.threads} thread(s), model args: {args.model_args}\n")
     print(markdown(totals, args.batches * args.rounds))
     if args.json:
-        with open(args.json, "w") as f:
+        with atomic_text_file(args.json) as f:
             json.dump(per_step(totals, args.batches * args.rounds), f, indent=1)
 
 

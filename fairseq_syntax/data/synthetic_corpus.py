@@ -70,6 +70,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from fairseq_syntax.syntax.conllu_io import format_conllu
 from fairseq_syntax.syntax.pharaoh import format_pharaoh
+from fairseq_syntax.syntax.text_io import atomic_text_file
 
 SG, PL = "sg", "pl"
 NUMBERS = (SG, PL)
@@ -516,15 +517,15 @@ def write_split(pairs: Sequence[SyntheticPair], out_dir: str, split: str) -> Dic
     """Write ``split.{en,vf,en.conllu,en.ptb,align}`` under ``out_dir``; returns their paths."""
     paths = {kind: os.path.join(out_dir, f"{split}.{kind}")
              for kind in ("en", "vf", "en.conllu", "en.ptb", "align")}
-    with open(paths["en"], "w", encoding="utf-8") as f:
+    with atomic_text_file(paths["en"]) as f:
         f.writelines(" ".join(p.source) + "\n" for p in pairs)
-    with open(paths["vf"], "w", encoding="utf-8") as f:
+    with atomic_text_file(paths["vf"]) as f:
         f.writelines(" ".join(p.target) + "\n" for p in pairs)
-    with open(paths["en.conllu"], "w", encoding="utf-8") as f:
+    with atomic_text_file(paths["en.conllu"]) as f:
         f.writelines(to_conllu(p, f"{split}-{k + 1}") for k, p in enumerate(pairs))
-    with open(paths["en.ptb"], "w", encoding="utf-8") as f:
+    with atomic_text_file(paths["en.ptb"]) as f:
         f.writelines(p.brackets + "\n" for p in pairs)
-    with open(paths["align"], "w", encoding="utf-8") as f:
+    with atomic_text_file(paths["align"]) as f:
         f.writelines(format_pharaoh(p.alignment) + "\n" for p in pairs)
     return paths
 

@@ -20,7 +20,7 @@ from fairseq_syntax.syntax.alignment_scores import (
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.pharaoh import format_pharaoh
 from fairseq_syntax.syntax.subwords import pieces_per_word, word_index_of_pieces, word_links
-from fairseq_syntax.syntax.text_io import iter_decoded_lines
+from fairseq_syntax.syntax.text_io import atomic_text_file, iter_decoded_lines
 
 PROG = "fairseq-syntax-score-alignments"
 _GEN_LINE = re.compile(r"([STHDPAI])-(\d+)\t(.*)")
@@ -210,7 +210,7 @@ def score_alignment_files(gold: str, generate: Optional[str] = None,
         hypotheses = [sorted(h.sure) for h in hyp]
         golds = golds_all
     if write_links:
-        with open(write_links, "w", encoding="utf-8") as out:
+        with atomic_text_file(write_links) as out:
             for links in hypotheses:
                 out.write(format_pharaoh(sorted(links)) + "\n")
     return score_alignments(hypotheses, golds).as_dict()

@@ -5,6 +5,8 @@ from typing import Dict, List, Tuple
 
 import torch
 
+from fairseq_syntax.syntax.text_io import atomic_text_file
+
 from .induced_trees import batches
 
 
@@ -48,7 +50,7 @@ def gate_norms(model, task, split: str, batch_size: int, beam: int, max_len_a: f
 
 
 def write_gates(path: str, sentences) -> None:
-    with open(path, "w", encoding="utf-8") as out:
+    with atomic_text_file(path) as out:
         for index, source, pieces, norms in sentences:
             out.write(f"# id = {index}\n# source = {source}\n")
             out.write(f"# hypothesis = {' '.join(pieces[:-1])}\n")

@@ -14,7 +14,7 @@ from conllu.parser import parse_comment_line, parse_line
 
 from .dependency import validate_heads
 from .errors import SyntaxInputError
-from .text_io import iter_decoded_lines
+from .text_io import atomic_text_file, iter_decoded_lines
 
 
 @dataclass
@@ -246,7 +246,7 @@ def format_conllu(words: Sequence[str], heads: Sequence[int], deprels: Sequence[
 def write_conllu(path: str, sentences: Iterable[ParsedSentence]) -> None:
     """Write sentences as CoNLL-U (:func:`format_conllu`). Words must be non-empty and
     hold no tab or newline."""
-    with open(path, "w", encoding="utf-8") as out:
+    with atomic_text_file(path) as out:
         for sentence in sentences:
             if len(sentence.heads) != len(sentence.words):
                 raise ValueError(

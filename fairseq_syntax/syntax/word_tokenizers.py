@@ -23,6 +23,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Sequence, Tuple
 
 from .detokenize import PAIRS, boundary, glue_keys
 from .errors import SyntaxInputError
+from .text_io import atomic_text_file, iter_decoded_lines
 
 SPACY, JA_MECAB = "spacy", "ja-mecab"
 TOKENIZERS = (SPACY, JA_MECAB)
@@ -184,7 +185,7 @@ class GlueCounter:
         return table
 
     def write(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as out:
+        with atomic_text_file(path) as out:
             json.dump(self.table(), out, ensure_ascii=False, sort_keys=True, indent=0)
 
 
@@ -233,8 +234,6 @@ def tokenize_file(input_path: str, output_path: str, lang: str, kind: str = SPAC
     statistics there. Returns ``{"lines": n, "unescaped": n, "invisible_removed": n}`` and
     reports it on stderr."""
     import sys
-
-    from .text_io import atomic_text_file, iter_decoded_lines
 
     tokenizer = load_tokenizer(kind, lang, pipeline)
     glue = GlueCounter() if glue_table else None

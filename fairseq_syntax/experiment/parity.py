@@ -4,6 +4,7 @@ decoded and scored."""
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from typing import Dict, List
@@ -14,7 +15,7 @@ from fairseq_syntax.evaluation.fairseq_log import epoch_stats, read_train_log
 from fairseq_syntax.user_dir import user_dir
 
 from .corpora import prepare_corpus
-from .methods import DECODING, Row
+from .methods import DECODING, RUN_STAMP, Row
 from .scoring import score_test_set
 from .tools import die_with_parent, tool_env, write_atomically
 
@@ -71,6 +72,20 @@ def run_side_by_side(commands: Dict[str, List[str]], env, workdir: str) -> None:
                          + ", ".join(os.path.join(workdir, f"{n}.log") for n in failed))
 
 
+def trained(save: str, cmd: List[str]) -> bool:
+    """Whether ``save`` holds ``cmd``'s finished training. A folder whose checkpoints belong
+    to another command is emptied (fairseq-train would resume from them); one that ``cmd``
+    left unfinished is kept, and fairseq-train resumes from its ``checkpoint_last.pt``."""
+    stamp = os.path.join(save, RUN_STAMP)
+    old = json.load(open(stamp)) if os.path.exists(stamp) else {}
+    if old.get("train") == cmd:
+        return bool(old.get("done"))
+    shutil.rmtree(save, ignore_errors=True)
+    os.makedirs(save)
+    write_atomically(stamp, json.dumps({"train": cmd}) + "\n")
+    return False
+
+
 def parity(args) -> dict:
     """Train (unless done), decode and score both models; returns the summary."""
     os.makedirs(args.workdir, exist_ok=True)
@@ -78,17 +93,13 @@ def parity(args) -> dict:
     env = tool_env(1)
     saves = {name: os.path.join(args.workdir, name) for name in (LSTM, BACKBONE)}
     commands = {name: train_command(name, corpus.databin, args, save) for name, save in saves.items()}
-    todo = {}
-    for name, cmd in commands.items():
-        os.makedirs(saves[name], exist_ok=True)
-        stamp = os.path.join(saves[name], "done.json")
-        if not (os.path.exists(stamp) and json.load(open(stamp)) == cmd):
-            todo[name] = cmd
+    todo = {name: cmd for name, cmd in commands.items() if not trained(saves[name], cmd)}
     if todo:
         print(f"training {', '.join(todo)} side by side ...", file=sys.stderr, flush=True)
         run_side_by_side(todo, env, args.workdir)
         for name in todo:
-            write_atomically(os.path.join(saves[name], "done.json"), json.dumps(commands[name]))
+            write_atomically(os.path.join(saves[name], RUN_STAMP),
+                             json.dumps({"train": commands[name], "done": True}) + "\n")
     tests = [] if args.no_decode else corpus.test_sets
     generates = {f"{name}.{t.name}": generate_command(name, corpus.databin, args, saves[name], t.subset)
                  for name in saves for t in tests}

@@ -472,3 +472,27 @@ def test_atomic_text_file_replaces_the_file_only_when_the_block_succeeds(tmp_pat
         f.write("new ü\n")
     assert path.read_text(encoding="utf-8") == "new ü\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_atomic_text_file_gives_the_mode_open_would(tmp_path):
+    """A new file: 0666 less the umask, as open() gives (not mkstemp's 0600); a replaced
+    file keeps its own mode."""
+    import os
+    import stat
+
+    from fairseq_syntax.syntax.text_io import atomic_text_file
+
+    old_mask = os.umask(0o027)
+    try:
+        with open(tmp_path / "by_open.txt", "w") as f:
+            f.write("x")
+        with atomic_text_file(str(tmp_path / "new.txt")) as f:
+            f.write("x")
+    finally:
+        os.umask(old_mask)
+    mode = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert mode == {"by_open.txt": 0o640, "new.txt": 0o640}
+    (tmp_path / "new.txt").chmod(0o604)
+    with atomic_text_file(str(tmp_path / "new.txt")) as f:
+        f.write("y")
+    assert stat.S_IMODE((tmp_path / "new.txt").stat().st_mode) == 0o604

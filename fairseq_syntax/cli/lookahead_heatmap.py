@@ -21,7 +21,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 import fairseq_syntax  # noqa: F401  (registers the task and models, allows safe checkpoint loading)
-from fairseq_syntax.syntax.text_io import atomic_text_file
+from fairseq_syntax.syntax.text_io import atomic_file, atomic_text_file
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -158,7 +158,8 @@ def draw(weights: torch.Tensor, rows: List[str], cols: List[str], out: str, titl
     ax.set_title(title, fontsize=9)
     cax = fig.add_axes([left + ax_w + 0.25 / width, bottom, 0.15 / width, ax_h])
     fig.colorbar(image, cax=cax)
-    fig.savefig(out, dpi=dpi, format="png")
+    with atomic_file(out, binary=True) as f:  # a killed run leaves no half a picture
+        fig.savefig(f, dpi=dpi, format="png")
     # Agg's canvas is int(inches * dpi) pixels on each side
     return int(width * dpi), int(height * dpi)
 

@@ -4,6 +4,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from fairseq_syntax.syntax.text_io import atomic_file
+
 
 def _pyplot():
     import matplotlib
@@ -36,7 +38,8 @@ def learning_curves(path: str, title: str, curves: Dict[str, Sequence[Sequence[f
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, title="method (seeds)", title_fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
+    with atomic_file(path, binary=True) as f:  # a killed run leaves no half a picture
+        fig.savefig(f, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)
 
 
@@ -58,5 +61,6 @@ def delta_chart(path: str, title: str,
     ax.set_title(title, fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
+    with atomic_file(path, binary=True) as f:  # a killed run leaves no half a picture
+        fig.savefig(f, format="png", dpi=100, metadata={"Software": None})
     plt.close(fig)

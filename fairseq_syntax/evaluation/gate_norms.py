@@ -5,7 +5,7 @@ from typing import Dict, List, Tuple
 
 import torch
 
-from fairseq_syntax.syntax.text_io import atomic_text_file
+from fairseq_syntax.syntax.text_io import atomic_file, atomic_text_file
 
 from .induced_trees import batches
 
@@ -105,5 +105,6 @@ def draw_gates(path: str, sentences, title: str, dpi: int = 100) -> Tuple[int, i
     cax = fig.add_axes([(0.9 + cell_w * length + 0.25) / width, 0.3 / height, 0.15 / width,
                         0.45 * len(sentences) / height])
     fig.colorbar(image, cax=cax, label="‖g‖₂")
-    fig.savefig(path, dpi=dpi, format="png")
+    with atomic_file(path, binary=True) as f:  # a killed run leaves no half a picture
+        fig.savefig(f, dpi=dpi, format="png")
     return int(width * dpi), int(height * dpi)

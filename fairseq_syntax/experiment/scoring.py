@@ -14,7 +14,7 @@ from fairseq_syntax.syntax.text_io import read_text_lines
 
 from .commands import device_args, transformer_model_args
 from .methods import BACKBONE, Method, Row, TRANSFORMER_BACKBONE
-from .tools import hypotheses_of, run_function, shown, tool_threads, write_lines
+from .tools import hypotheses_of, run_function, shown, tool_threads, write_atomically, write_lines
 
 
 def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
@@ -105,8 +105,7 @@ def step_time_ratio(method: Method, corpus: Corpus, args, save: str, log: str,
         databin=corpus.databin, specs=[backbone, spec], model_args=model_args,
         batches=batches, rounds=1, max_tokens=max_tokens), log, threads=1)
     seconds = per_step(totals, batches)
-    with open(out, "w") as f:
-        json.dump(seconds, f, indent=1)
+    write_atomically(out, json.dumps(seconds, indent=1))
     return seconds[spec]["cpu_ratio"]
 
 

@@ -153,8 +153,7 @@ def folder_lock(folder: str) -> Iterator[None]:
 
 
 def write_lines(path: str, lines: Sequence[str]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(line + "\n" for line in lines))
+    write_atomically(path, "".join(line + "\n" for line in lines))
 
 
 def write_atomically(path: str, text: str) -> None:

@@ -65,15 +65,25 @@ def read_text_lines(path: str, allow_empty: bool = False) -> List[str]:
     return list(iter_text_lines(path, allow_empty))
 
 
+def new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: 0666 less the process's umask."""
+    mask = os.umask(0o022)  # reading the umask sets it: set back at once
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 @contextlib.contextmanager
 def atomic_file(path: str, binary: bool = False) -> Iterator[IO]:
     """A file (UTF-8 text, or bytes) that replaces ``path`` only when the ``with`` block ends
     without an error (a temporary file beside it, synced, then renamed): a reader, or a
-    killed run, never sees half a file."""
+    killed run, never sees half a file. It keeps the mode of the file it replaces, and a new
+    one gets the mode ``open`` would give it (not the temporary file's 0600)."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
+    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else new_file_mode()
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)
         with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8")) as f:
             yield f
             f.flush()

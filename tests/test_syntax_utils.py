@@ -474,6 +474,33 @@ def test_atomic_text_file_replaces_the_file_only_when_the_block_succeeds(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 
 
+def test_atomic_text_file_writes_a_pipe_and_a_links_target_in_place(tmp_path):
+    """A pipe (as /dev/stdout may be) is written into, not replaced by a regular file; a
+    symbolic link stays a link and its target gets the new text."""
+    import os
+    import stat
+    import threading
+
+    from fairseq_syntax.syntax.text_io import atomic_text_file
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(pipe).read()), daemon=True)
+    reader.start()
+    with atomic_text_file(str(pipe)) as f:
+        f.write("through the pipe\n")
+    reader.join(10)
+    assert got == ["through the pipe\n"] and stat.S_ISFIFO(os.lstat(pipe).st_mode)
+    target, link = tmp_path / "target.txt", tmp_path / "link.txt"
+    target.write_text("old\n")
+    link.symlink_to(target)
+    with atomic_text_file(str(link)) as f:
+        f.write("new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "pipe", "target.txt"]
+
+
 def test_atomic_text_file_gives_the_mode_open_would(tmp_path):
     """A new file: 0666 less the umask, as open() gives (not mkstemp's 0600); a replaced
     file keeps its own mode."""

@@ -77,8 +77,15 @@ def atomic_file(path: str, binary: bool = False) -> Iterator[IO]:
     """A file (UTF-8 text, or bytes) that replaces ``path`` only when the ``with`` block ends
     without an error (a temporary file beside it, synced, then renamed): a reader, or a
     killed run, never sees half a file. It keeps the mode of the file it replaces, and a new
-    one gets the mode ``open`` would give it (not the temporary file's 0600)."""
-    folder = os.path.dirname(os.path.abspath(path))
+    one gets the mode ``open`` would give it (not the temporary file's 0600). A symbolic
+    link's target is replaced, not the link; a path in ``/dev`` or ``/proc`` (``/dev/stdout``)
+    or to what is not a regular file (a pipe) is written directly."""
+    if path.startswith(("/dev/", "/proc/")) or (os.path.exists(path) and not os.path.isfile(path)):
+        with open(path, "wb") if binary else open(path, "w", encoding="utf-8") as f:
+            yield f
+        return
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
     os.makedirs(folder, exist_ok=True)
     mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else new_file_mode()
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")

@@ -84,8 +84,9 @@ def benchmark_run(label: str, arch: str, extra: Sequence[str], databin: str, wor
     train = fairseq_train_command(databin, options, save, 1, save + ".train.jsonl",
                                   max(1, updates // 4), workers=False,
                                   after=["--disable-validation", *device, *extra])
-    shutil.rmtree(save, ignore_errors=True)  # fairseq-train would resume an earlier run's
-    if os.path.exists(save + ".train.jsonl"):  # checkpoint, and it appends to its --log-file
+    # afresh: fairseq-train would resume an earlier run's checkpoint and append to its log
+    shutil.rmtree(save, ignore_errors=True)
+    if os.path.exists(save + ".train.jsonl"):
         os.remove(save + ".train.jsonl")
     code, rss, _ = run_measured(train, save + ".train.log")
     if code != 0:

@@ -120,8 +120,9 @@ def one_thread():
 
 
 TEST_TIMEOUT_S = 900
-"""A test still running after this long has hung (the slowest, the learning-parity run, takes
-about 4 minutes on a loaded 2-core machine): pytest-timeout fails it and the suite goes on."""
+"""A test still running after this long has hung (the slowest, the learning-parity run, took
+7 minutes in the suite on the slowest 2-core machine so far): pytest-timeout fails it and the
+suite goes on."""
 
 
 def pytest_collection_modifyitems(items):

@@ -4,7 +4,6 @@ decoded and scored."""
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from typing import Dict, List
@@ -17,7 +16,7 @@ from fairseq_syntax.user_dir import user_dir
 from .corpora import prepare_corpus
 from .methods import DECODING, RUN_STAMP, Row
 from .scoring import score_test_set
-from .tools import die_with_parent, tool_env, write_atomically
+from .tools import die_with_parent, resumable_training, shown, tool_env, write_atomically
 
 LSTM = FAIRSEQ_LSTM
 
@@ -72,20 +71,6 @@ def run_side_by_side(commands: Dict[str, List[str]], env, workdir: str) -> None:
                          + ", ".join(os.path.join(workdir, f"{n}.log") for n in failed))
 
 
-def trained(save: str, cmd: List[str]) -> bool:
-    """Whether ``save`` holds ``cmd``'s finished training. A folder whose checkpoints belong
-    to another command is emptied (fairseq-train would resume from them); one that ``cmd``
-    left unfinished is kept, and fairseq-train resumes from its ``checkpoint_last.pt``."""
-    stamp = os.path.join(save, RUN_STAMP)
-    old = json.load(open(stamp)) if os.path.exists(stamp) else {}
-    if old.get("train") == cmd:
-        return bool(old.get("done"))
-    shutil.rmtree(save, ignore_errors=True)
-    os.makedirs(save)
-    write_atomically(stamp, json.dumps({"train": cmd}) + "\n")
-    return False
-
-
 def parity(args) -> dict:
     """Train (unless done), decode and score both models; returns the summary."""
     os.makedirs(args.workdir, exist_ok=True)
@@ -93,13 +78,14 @@ def parity(args) -> dict:
     env = tool_env(1)
     saves = {name: os.path.join(args.workdir, name) for name in (LSTM, BACKBONE)}
     commands = {name: train_command(name, corpus.databin, args, save) for name, save in saves.items()}
-    todo = {name: cmd for name, cmd in commands.items() if not trained(saves[name], cmd)}
+    todo = {name: cmd for name, cmd in commands.items()
+            if not (resumable_training(saves[name], shown(cmd)) or {}).get("done")}
     if todo:
         print(f"training {', '.join(todo)} side by side ...", file=sys.stderr, flush=True)
         run_side_by_side(todo, env, args.workdir)
         for name in todo:
             write_atomically(os.path.join(saves[name], RUN_STAMP),
-                             json.dumps({"train": commands[name], "done": True}) + "\n")
+                             json.dumps({"train": shown(commands[name]), "done": True}) + "\n")
     tests = [] if args.no_decode else corpus.test_sets
     generates = {f"{name}.{t.name}": generate_command(name, corpus.databin, args, saves[name], t.subset)
                  for name in saves for t in tests}

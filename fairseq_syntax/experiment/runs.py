@@ -3,7 +3,6 @@ it (:mod:`.commands`, :mod:`.scoring`)."""
 import json
 import os
 import re
-import shutil
 import time
 from typing import List, Optional, Sequence, Tuple
 
@@ -23,7 +22,7 @@ from .scoring import (
     induced_scores, score_alignments, score_test_set, step_time_batches_of, step_time_ratio,
 )
 from .tools import (
-    average_checkpoints, run_function, run_tool, shown, smoothed_loss_floor, target_vocab_size,
+    average_checkpoints, resumable_training, run_function, run_tool, shown, smoothed_loss_floor, target_vocab_size,
     tool_threads, whole_split_loss, write_atomically,
 )
 
@@ -57,12 +56,9 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
     last = os.path.join(save, "checkpoint_last.pt")
     average = averaged_epochs(method, args)
     ckpt = os.path.join(save, AVERAGED_CHECKPOINT if average else DECODED_CHECKPOINT)
-    old = json.load(open(stamp)) if os.path.exists(stamp) else {}
-    resume = os.path.exists(last) and old.get("train") == shown(cmd)
-    if not resume:
-        shutil.rmtree(save, ignore_errors=True)  # never resume another run's checkpoint
-        os.makedirs(save)
-        write_atomically(stamp, json.dumps({"train": shown(cmd)}) + "\n")
+    old = resumable_training(save, shown(cmd))
+    resume = old is not None
+    old = old or {}
     log = os.path.join(save, "log.txt")
     open(log, "a" if resume else "w").close()
     start = time.time()

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 from fairseq_syntax.syntax.text_io import atomic_text_file, read_text_lines
 from fairseq_syntax.user_dir import user_dir
 
-from .methods import USER_DIR_SHELL
+from .methods import RUN_STAMP, USER_DIR_SHELL
 
 
 def tool_env(threads: Optional[int]) -> Dict[str, str]:
@@ -154,6 +155,21 @@ def folder_lock(folder: str) -> Iterator[None]:
 
 def write_lines(path: str, lines: Sequence[str]) -> None:
     write_atomically(path, "".join(line + "\n" for line in lines))
+
+
+def resumable_training(save: str, train: str) -> Optional[dict]:
+    """The stamp (``RUN_STAMP``) of the training folder ``save`` when it holds a checkpoint of
+    the training command ``train`` (shown), to resume or only decode again; otherwise None,
+    the folder emptied and stamped with ``train``: fairseq-train would resume another
+    command's checkpoint and append to its log."""
+    stamp = os.path.join(save, RUN_STAMP)
+    old = json.load(open(stamp)) if os.path.exists(stamp) else {}
+    if old.get("train") == train and os.path.exists(os.path.join(save, "checkpoint_last.pt")):
+        return old
+    shutil.rmtree(save, ignore_errors=True)
+    os.makedirs(save)
+    write_atomically(stamp, json.dumps({"train": train}) + "\n")
+    return None
 
 
 def write_atomically(path: str, text: str) -> None:

@@ -2,9 +2,9 @@
 # On the lent GPU machine: one device call of at most 10 minutes, whose results come back
 # in $OUT (files carried by examples/device/carry.sh; see examples/device/README.md).
 #
-#   bash examples/device/call.sh readiness NAME
+#   bash examples/device/call.sh readiness NAME [READINESS_OPTIONS...]
 #       fairseq-syntax-gpu-readiness on .carry/NAME/data-bin, every architecture in fp32,
-#       --fp16 and --bf16 (< 8 min) -> $OUT/readiness.md
+#       --fp16 and --bf16 (< 8 min) -> $OUT/readiness.md; options given replace the defaults
 #   bash examples/device/call.sh experiment NAME EXPERIMENT_OPTIONS...
 #       fairseq-syntax-experiment --gpu on .carry/NAME (the corpus preset from NAME's
 #       prefix, kftt or multi30k), stopped 560 s into the call; the records of the runs that
@@ -30,7 +30,7 @@ source examples/device/setup.sh
 case "$STEP" in
   readiness)
     timeout $((560 - SECONDS)) fairseq-syntax-gpu-readiness ".carry/$NAME/data-bin" --preset recipe \
-      --steps 10 --warmup 3 --time-budget 420 --out "$OUT/readiness.md" ;;
+      --steps 10 --time-budget 420 --out "$OUT/readiness.md" "$@" ;;
   experiment)
     case "$NAME" in kftt*) CORPUS=kftt ;; multi30k*) CORPUS=multi30k ;;
       *) echo "call.sh: NAME must start with kftt or multi30k (the corpus preset)" >&2; exit 2 ;;

@@ -63,7 +63,7 @@ readiness() {
   echo "== readiness: every architecture, fp32/fp16/bf16, recipe sizes -> $DEST/readiness.md"
   # --time-budget: a precision that would overrun is skipped with a note, so the call ends
   # with a table; timeout is the hard bound of the call
-  timeout 540 fairseq-syntax-gpu-readiness "$BIN" --preset recipe --steps 10 --warmup 3 \
+  timeout 540 fairseq-syntax-gpu-readiness "$BIN" --preset recipe --steps 10 \
     --time-budget 420 --out "$DEST/readiness.md" ${READINESS_ARGS:-}
 }
 

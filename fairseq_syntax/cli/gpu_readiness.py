@@ -34,7 +34,9 @@ def get_parser():
     p.add_argument("--precisions", default=",".join(PRECISIONS),
                    help="comma-separated, of fp32, fp16 (fairseq's --fp16), bf16 (--bf16)")
     p.add_argument("--steps", type=int, default=10, help="timed training steps per run and precision")
-    p.add_argument("--warmup", type=int, default=3, help="untimed steps per run and precision first")
+    p.add_argument("--warmup", type=int, help="untimed steps per run and precision first, through "
+                   "the timed batches (default: --steps, each timed batch once, so that no run "
+                   "pays a batch shape's GPU kernel set-up while timed)")
     p.add_argument("--max-tokens", type=int, help="tokens per batch (default: the preset's)")
     p.add_argument("--loader-batches", type=int, default=50,
                    help="batches drawn from each run's data loader to time it")
@@ -56,7 +58,7 @@ def main(argv=None):
             f.startswith("dict.") for f in os.listdir(args.data_bin)):
         raise SystemExit(f"error: {args.data_bin} is not a data-bin (no dict.*.txt): make one with "
                          "fairseq-syntax-preprocess")
-    if args.steps < 1 or args.warmup < 0 or args.loader_batches < 1:
+    if args.steps < 1 or (args.warmup or 0) < 0 or args.loader_batches < 1:
         raise SystemExit("error: --steps and --loader-batches must be at least 1, --warmup at least 0")
     import torch
 

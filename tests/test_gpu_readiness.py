@@ -158,18 +158,6 @@ class _Criterion:
         return self
 
 
-def _recording_steps(monkeypatch):
-    import torch
-
-    steps = []
-    monkeypatch.setattr(readiness, "_optimizer", lambda model, precision: None)
-    monkeypatch.setattr(readiness, "_prepare", lambda sample, device, precision: sample)
-    monkeypatch.setattr(readiness, "_step", lambda model, criterion, optimizer, sample, precision:
-                        steps.append((criterion.spec, sample)) or (1, False))
-    model = torch.nn.Linear(1, 1)
-    return steps, model
-
-
 def test_each_run_warms_up_on_every_timed_batch_before_it_is_timed(monkeypatch):
     # a batch shape first met while timed costs its GPU kernels' set-up to the run that meets
     # it first (on an H200, fairseq's transformer in fp16: 5,364 tok/s after 3 warm-up steps,
@@ -177,10 +165,14 @@ def test_each_run_warms_up_on_every_timed_batch_before_it_is_timed(monkeypatch):
     # the round-robin starts
     import torch
 
-    steps, model = _recording_steps(monkeypatch)
+    steps = []
+    monkeypatch.setattr(readiness, "_optimizer", lambda model, precision: None)
+    monkeypatch.setattr(readiness, "_prepare", lambda sample, device, precision: sample)
+    monkeypatch.setattr(readiness, "_step", lambda model, criterion, optimizer, sample, precision:
+                        steps.append((criterion.spec, sample)) or (1, False))
     runs = [readiness.Run("a", "rnn", None, []), readiness.Run("b", "rnn", "a", [])]
-    built = {r.spec: readiness._Built(None, model, _Criterion(r.spec), samples=[10, 11, 12, 13])
-             for r in runs}
+    built = {r.spec: readiness._Built(None, torch.nn.Linear(1, 1), _Criterion(r.spec),
+                                      samples=[10, 11, 12, 13]) for r in runs}
     readiness._time_precision(built, runs, "fp32", torch.device("cpu"), warmup=4, steps=4,
                               progress=lambda message: None)
     assert steps == [("a", 10), ("a", 11), ("a", 12), ("a", 13), ("b", 10), ("b", 11), ("b", 12),

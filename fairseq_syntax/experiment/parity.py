@@ -14,9 +14,9 @@ from fairseq_syntax.evaluation.fairseq_log import epoch_stats, read_train_log
 from fairseq_syntax.user_dir import user_dir
 
 from .corpora import prepare_corpus
-from .methods import DECODING, RUN_STAMP, Row
+from .methods import DECODING, Row
 from .scoring import score_test_set
-from .tools import die_with_parent, resumable_training, shown, tool_env, write_atomically
+from .tools import die_with_parent, resumable_training, shown, stamp_training, tool_env, write_atomically
 
 LSTM = FAIRSEQ_LSTM
 
@@ -84,8 +84,7 @@ def parity(args) -> dict:
         print(f"training {', '.join(todo)} side by side ...", file=sys.stderr, flush=True)
         run_side_by_side(todo, env, args.workdir)
         for name in todo:
-            write_atomically(os.path.join(saves[name], RUN_STAMP),
-                             json.dumps({"train": shown(commands[name]), "done": True}) + "\n")
+            stamp_training(saves[name], shown(commands[name]), done=True)
     tests = [] if args.no_decode else corpus.test_sets
     generates = {f"{name}.{t.name}": generate_command(name, corpus.databin, args, saves[name], t.subset)
                  for name in saves for t in tests}

@@ -1,6 +1,5 @@
 """One run of one method and seed: train (or resume) it, decode every test set and score
 it (:mod:`.commands`, :mod:`.scoring`)."""
-import json
 import os
 import re
 import time
@@ -16,14 +15,14 @@ from .commands import (
     train_command,
 )
 from .methods import (
-    AVERAGED_CHECKPOINT, DECODED_CHECKPOINT, POSITION_PREDICTING, RUN_STAMP, TREE_INDUCING, Method, Row, file_key,
+    AVERAGED_CHECKPOINT, DECODED_CHECKPOINT, POSITION_PREDICTING, TREE_INDUCING, Method, Row, file_key,
 )
 from .scoring import (
     induced_scores, score_alignments, score_test_set, step_time_batches_of, step_time_ratio,
 )
 from .tools import (
-    average_checkpoints, resumable_training, run_function, run_tool, shown, smoothed_loss_floor, target_vocab_size,
-    tool_threads, whole_split_loss, write_atomically,
+    average_checkpoints, resumable_training, run_function, run_tool, shown, smoothed_loss_floor,
+    stamp_training, target_vocab_size, tool_threads, whole_split_loss,
 )
 
 
@@ -52,7 +51,6 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
     scored again; otherwise the folder starts empty."""
     save = run_dir(args, method.key, seed)
     cmd = train_command(method, corpus, args, save, seed)
-    stamp = os.path.join(save, RUN_STAMP)
     last = os.path.join(save, "checkpoint_last.pt")
     average = averaged_epochs(method, args)
     ckpt = os.path.join(save, AVERAGED_CHECKPOINT if average else DECODED_CHECKPOINT)
@@ -73,8 +71,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
             if not (resume and budget_spent(cmd, checkpoint_progress(last))):
                 run_tool(cmd, log, env, stdout_path=os.path.join(save, "train.out"))
             row.train_seconds = round(training_seconds(last) if resume else time.time() - start, 1)
-            write_atomically(stamp, json.dumps({"train": shown(cmd),
-                                                "train_seconds": row.train_seconds}) + "\n")
+            stamp_training(save, shown(cmd), train_seconds=row.train_seconds)
         trained = time.time()  # wall time: the whole training (resumed or not), then what follows
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
             setattr(row, name, value)

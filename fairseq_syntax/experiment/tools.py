@@ -168,8 +168,14 @@ def resumable_training(save: str, train: str) -> Optional[dict]:
         return old
     shutil.rmtree(save, ignore_errors=True)
     os.makedirs(save)
-    write_atomically(stamp, json.dumps({"train": train}) + "\n")
+    stamp_training(save, train)
     return None
+
+
+def stamp_training(save: str, train: str, **finished) -> None:
+    """Write the stamp of the training folder ``save``: its training command ``train`` (shown)
+    and, once it has ended, what it recorded of it (``finished``)."""
+    write_atomically(os.path.join(save, RUN_STAMP), json.dumps({"train": train, **finished}) + "\n")
 
 
 def write_atomically(path: str, text: str) -> None:

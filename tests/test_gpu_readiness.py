@@ -22,6 +22,10 @@ def _measure(databin):
     import torch
 
     torch.set_num_threads(1)
+    # the loader's workers fork, as under fairseq-train on Linux: a spawned process starts
+    # its own children by spawning, and each spawned worker imported fairseq again (about
+    # 7 s a run, 165 of this fixture's 220 s)
+    multiprocessing.set_start_method("fork", force=True)
     sizes = readiness.preset_sizes("tiny")
     runs = readiness.readiness_runs(shlex.split(sizes["rnn"]), shlex.split(sizes["transformer"]))
     return readiness.measure_readiness(databin, runs, ("fp32", "fp16", "bf16"),

@@ -1,7 +1,7 @@
 """The backbone learns at least as fast as fairseq's own ``lstm``: it computes lstm's
-function given lstm's weights, its initialisation is lstm's U(-0.1, 0.1) (for every
-architecture's parameters), and a short side-by-side training run through
-``fairseq-syntax-parity``'s function."""
+function given lstm's weights, and its initialisation is lstm's U(-0.1, 0.1) (for every
+architecture's parameters); ``fairseq-syntax-parity``'s side-by-side training runs both on
+the same batches."""
 import argparse
 
 import pytest
@@ -11,6 +11,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 
 from fairseq_syntax.cli.parity import get_parser
 from fairseq_syntax.evaluation.architectures import BACKBONE, plugin_architectures, rnn_architectures
+from fairseq_syntax.evaluation.fairseq_log import log_records
 from fairseq_syntax.experiment.parity import LSTM, parity
 from fairseq_syntax.models.attentional_rnn import AttentionalRNNModel
 from fairseq_syntax.modules.tree_lstm import TreeLSTMCell
@@ -86,45 +87,45 @@ def test_backbone_computes_fairseq_lstms_function_with_its_weights():
 def _parity(databin, raw, workdir, backbone_args=""):
     args = get_parser().parse_args([
         "--corpus", "synthetic", "--data-bin", str(databin), "--raw", str(raw),
-        "--workdir", str(workdir), "--updates", "213", "--epochs", "1", "--no-decode",
-        "--seed", "3",
-        "--embed-dim", "96", "--encoder-hidden", "128", "--decoder-hidden", "256",
-        "--dropout", "0.1", "--lr", "0.003", "--clip-norm", "1", "--max-tokens", "3000",
+        "--workdir", str(workdir), "--epochs", "2", "--no-decode", "--seed", "3",
+        "--embed-dim", "16", "--encoder-hidden", "16", "--decoder-hidden", "32",
+        "--dropout", "0.1", "--lr", "0.003", "--clip-norm", "1", "--max-tokens", "800",
         "--backbone-args", backbone_args])
-    models = parity(args)["models"]
-    return {name: models[name]["epochs"][1]["valid_loss"] for name in (LSTM, BACKBONE)}
+    return parity(args)["models"]
 
 
-@pytest.fixture(scope="module")
-def parity_corpus(tmp_path_factory):
-    """A synthetic corpus large enough for 150 updates of 3000 tokens within one epoch."""
-    from conftest import run_cli
-    from fairseq_syntax.data.synthetic_corpus import generate_corpus
-
-    raw = tmp_path_factory.mktemp("parity_raw")
-    generate_corpus(str(raw), seed=2, train=20000, valid=200, test=20, gen=0)
-    databin = tmp_path_factory.mktemp("parity_bin") / "data-bin"
-    run_cli(["fairseq-syntax-preprocess", "--source-lang", "en", "--target-lang", "vf",
-             "--trainpref", f"{raw}/train", "--validpref", f"{raw}/valid",
-             "--testpref", f"{raw}/test", "--vocab-size", "1000", "--destdir", str(databin)])
-    return databin, raw
+def _train_stats(path):
+    """``{epoch: fairseq's training record}`` (``train_*``) of a train.log.jsonl."""
+    return {int(r["epoch"]): r for r in log_records(str(path)) if "train_wpb" in r}
 
 
-def test_backbone_valid_loss_is_at_most_fairseq_lstms(parity_corpus, tmp_path):
-    """Same data, sizes, batches, seed 3 and one epoch (213 updates): the backbone's valid
-    loss is at most fairseq lstm's; with PyTorch's default initialisation (the backbone
-    before issue 14) it is not. The two compute the same function (test above), so which
-    leaves the loss plateau first at this point depends on the random draws: with training
-    seeds 1, 2, 3 the backbone / lstm losses were 2.98 / 1.75, 2.91 / 1.86, 2.59 / 2.86.
-    This is a regression check on one fixed seed; the equivalence and the initialisation
-    tests carry the claim. The second run shares the first's folder: lstm's training is
-    kept, and the backbone's, whose command changed, starts afresh rather than resuming the
-    first run's checkpoint (which would give the first run's loss again)."""
-    databin, raw = parity_corpus
-    loss = _parity(databin, raw, tmp_path)
-    assert loss[BACKBONE] <= loss[LSTM]
+def test_both_models_train_on_the_same_batches_and_a_changed_backbone_afresh(
+        synthetic_databin, synthetic_raw, tmp_path):
+    """``fairseq-syntax-parity``'s side-by-side run: fairseq's lstm and the backbone see the
+    same batches (fairseq's words and sentences per batch, epoch by epoch), and the summary's
+    valid losses are fairseq's. A second run sharing the folder keeps lstm's training and
+    trains the backbone, whose command changed, afresh rather than resuming the first run's
+    checkpoint (which would give the first run's losses again).
+
+    Which of the two learns faster is a measurement, not a test (it depends on the training
+    seed: on a 20,000-pair synthetic corpus, seeds 1, 2, 3 gave backbone / lstm valid losses
+    2.98 / 1.75, 2.91 / 1.86, 2.59 / 2.86): the function equivalence and the initialisation
+    tests above carry the claim, and docs/benchmarks.md gives the command's figures on
+    Multi30k."""
+    first = _parity(synthetic_databin, synthetic_raw, tmp_path)
+    stats = {name: _train_stats(tmp_path / name / "train.log.jsonl") for name in (LSTM, BACKBONE)}
+    assert list(stats[LSTM]) == list(stats[BACKBONE]) == [1, 2]
+    for epoch, lstm in stats[LSTM].items():
+        for key in ("train_num_updates", "train_wpb", "train_bsz"):
+            assert lstm[key] == stats[BACKBONE][epoch][key], key
+    for name in (LSTM, BACKBONE):
+        valid = [r for r in log_records(str(tmp_path / name / "train.log.jsonl")) if "valid_loss" in r]
+        assert [first[name]["epochs"][int(r["epoch"])]["valid_loss"] for r in valid] == \
+            [float(r["valid_loss"]) for r in valid]
+        assert first[name]["updates"] == int(stats[name][2]["train_num_updates"])
     lstm_log = (tmp_path / f"{LSTM}.log").stat().st_mtime_ns
-    old = _parity(databin, raw, tmp_path, "--init-uniform 0")
+    second = _parity(synthetic_databin, synthetic_raw, tmp_path, "--init-uniform 0")
     assert (tmp_path / f"{LSTM}.log").stat().st_mtime_ns == lstm_log  # not trained again
-    assert old[LSTM] == loss[LSTM]
-    assert old[BACKBONE] > loss[LSTM]
+    assert second[LSTM] == first[LSTM]
+    assert second[BACKBONE]["updates"] == first[BACKBONE]["updates"]  # afresh, not resumed
+    assert second[BACKBONE]["epochs"][1]["valid_loss"] != first[BACKBONE]["epochs"][1]["valid_loss"]

@@ -31,6 +31,7 @@ from fairseq_syntax.experiment.tools import (
 )
 from fairseq_syntax.data.synthetic_corpus import detokenize
 from fairseq_syntax.evaluation.agreement import agreement_report
+from fairseq_syntax.evaluation.alignments import score_alignment_files
 from fairseq_syntax.syntax.conllu_io import read_conllu_trees
 from fairseq_syntax.syntax.tree_scores import read_gold_trees, score_corpus
 
@@ -368,9 +369,7 @@ def test_experiment_table_equals_scorers(experiment_run):
             assert scores["tests"][split]["agreement_counts"] == f"{report.correct}/{report.total}"
             assert cell_long == _percent(report.long_distance_accuracy
                                          if report.long_distance_total else None)
-        alignment = json.loads(run_cli([
-            "fairseq-syntax-score-alignments", "--generate", str(run / "generate.align.out"),
-            "--gold", str(raw / "test.align"), "--json"]).stdout)
+        alignment = score_alignment_files(str(raw / "test.align"), str(run / "generate.align.out"))
         assert alignment["sentences"] == 37
         assert aer_cell == f"{100 * alignment['aer']:.2f}"
         assert [scores[k] for k in ("precision", "recall")] == pytest.approx(
@@ -1272,9 +1271,7 @@ def test_tiny_transformer_runs_write_records_and_their_table(experiment_run):
         assert scores["train_updates"] == 4 and scores["tests"]["test"]["bleu"] is not None
         assert scores["tests"]["gen"]["bleu"] is not None
         run = work / "runs" / methods.file_key(key) / "seed1"
-        alignment = json.loads(run_cli([
-            "fairseq-syntax-score-alignments", "--generate", str(run / "generate.align.out"),
-            "--gold", str(raw / "test.align"), "--json"]).stdout)
+        alignment = score_alignment_files(str(raw / "test.align"), str(run / "generate.align.out"))
         assert alignment["sentences"] == 37
         assert scores["aer"] == pytest.approx(100 * alignment["aer"])
         cells = rows[key]

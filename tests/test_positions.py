@@ -128,14 +128,16 @@ def test_a_saturated_sdatt_predictor_stops_at_the_last_word(sdatt_model, monkeyp
     assert shares["position_mean_relative"] == pytest.approx(expected)  # (J - 1) / J
 
 
-def nll_with_shift(model, sample, pad, call, shift):
-    """Summed target NLL with ``shift`` added to the predictor's ``call``-th output."""
+def nll_with_shifts(model, dataset, n, pad, shifts):
+    """Summed target NLL of sentence ``n``, one copy per row of ``shifts`` ``[copies,
+    steps]``: row k adds ``shifts[k, i]`` to the predictor's output at target step i."""
     predictor = next(m for m in model.modules() if isinstance(m, PositionPredictor))
+    sample = dataset.collater([dataset[n]] * len(shifts))
     count = [0]
 
     def hook(module, inputs, output):
         count[0] += 1
-        return output + shift if count[0] == call + 1 else output
+        return output + shifts[:, count[0] - 1] if count[0] <= shifts.size(1) else output
 
     handle = predictor.register_forward_hook(hook)
     try:
@@ -145,7 +147,7 @@ def nll_with_shift(model, sample, pad, call, shift):
         handle.remove()
     target = sample["target"]
     nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-    return float(nll.masked_fill(target.eq(pad), 0).sum())
+    return nll.masked_fill(target.eq(pad), 0).sum(dim=1)
 
 
 @pytest.fixture(scope="module")
@@ -161,8 +163,9 @@ def test_gradient_statistics_equal_central_differences_of_the_loss(trained_sdatt
                                                                     synthetic_databin):
     """g_i = -dNLL/dp_i of each linked valid step, by central differences of the loss with p_i
     moved by ±ε (later steps see the moved p_i through the decoder's state, as the gradient
-    does), sentence by sentence in float64, gives position_gradients' shares and correlation;
-    ε = min(0.01, 0.4 · the distance to the nearest integer) keeps p_i between the same rows."""
+    does), in float64 with one batch of shifted copies per sentence, gives
+    position_gradients' shares and correlation; ε = min(0.01, 0.4 · the distance to the
+    nearest integer) keeps p_i between the same rows."""
     model, _, task = load_trained_model(trained_sdatt_checkpoint, str(synthetic_databin))
     model.double()
     load_split(task, str(synthetic_databin), "valid")
@@ -179,13 +182,18 @@ def test_gradient_statistics_equal_central_differences_of_the_loss(trained_sdatt
             model(**sample["net_input"])
         handle.remove()
         pairs = links[n].view(-1, 2).tolist()
-        for i in range(len(dataset[n]["target"])):
-            sources = [s for s, t in pairs if t == i]
-            if sources:
-                eps = min(1e-2, 0.4 * abs(positions[i] - round(positions[i])))
-                pulls.append(-(nll_with_shift(model, sample, pad, i, eps)
-                               - nll_with_shift(model, sample, pad, i, -eps)) / (2 * eps))
-                offsets.append(statistics.fmean(sources) - positions[i])
+        linked = [(i, [s for s, t in pairs if t == i]) for i in range(len(dataset[n]["target"]))]
+        linked = [(i, sources) for i, sources in linked if sources]
+        # one batch per sentence: copy 2k moves step i_k's p_i by +eps, copy 2k+1 by -eps
+        shifts = torch.zeros(2 * len(linked), len(positions), dtype=torch.float64)
+        for k, (i, sources) in enumerate(linked):
+            eps = min(1e-2, 0.4 * abs(positions[i] - round(positions[i])))
+            shifts[2 * k, i], shifts[2 * k + 1, i] = eps, -eps
+            offsets.append(statistics.fmean(sources) - positions[i])
+        nll = nll_with_shifts(model, dataset, n, pad, shifts)
+        for k, (i, _) in enumerate(linked):
+            eps = float(shifts[2 * k, i])
+            pulls.append(-float(nll[2 * k] - nll[2 * k + 1]) / (2 * eps))
     assert got["position_gradient_steps"] == len(pulls) > 100
     moving = [(g, o) for g, o in zip(pulls, offsets) if abs(g) > 1e-9]
     assert 0 < len(moving) < len(pulls)

@@ -127,5 +127,6 @@ def test_both_models_train_on_the_same_batches_and_a_changed_backbone_afresh(
     second = _parity(synthetic_databin, synthetic_raw, tmp_path, "--init-uniform 0")
     assert (tmp_path / f"{LSTM}.log").stat().st_mtime_ns == lstm_log  # not trained again
     assert second[LSTM] == first[LSTM]
-    assert second[BACKBONE]["updates"] == first[BACKBONE]["updates"]  # afresh, not resumed
+    assert second[BACKBONE]["updates"] == first[BACKBONE]["updates"]  # the same budget
+    # afresh: a resumed run would load the first run's weights and give its loss again
     assert second[BACKBONE]["epochs"][1]["valid_loss"] != first[BACKBONE]["epochs"][1]["valid_loss"]

@@ -184,16 +184,16 @@ def test_gradient_statistics_equal_central_differences_of_the_loss(trained_sdatt
         pairs = links[n].view(-1, 2).tolist()
         linked = [(i, [s for s, t in pairs if t == i]) for i in range(len(dataset[n]["target"]))]
         linked = [(i, sources) for i, sources in linked if sources]
-        # one batch per sentence: copy 2k moves step i_k's p_i by +eps, copy 2k+1 by -eps
+        if not linked:
+            continue
+        # one batch per sentence: copy 2k moves step i_k's p_i by +eps_k, copy 2k+1 by -eps_k
         shifts = torch.zeros(2 * len(linked), len(positions), dtype=torch.float64)
+        eps = [min(1e-2, 0.4 * abs(positions[i] - round(positions[i]))) for i, _ in linked]
         for k, (i, sources) in enumerate(linked):
-            eps = min(1e-2, 0.4 * abs(positions[i] - round(positions[i])))
-            shifts[2 * k, i], shifts[2 * k + 1, i] = eps, -eps
+            shifts[2 * k, i], shifts[2 * k + 1, i] = eps[k], -eps[k]
             offsets.append(statistics.fmean(sources) - positions[i])
         nll = nll_with_shifts(model, dataset, n, pad, shifts)
-        for k, (i, _) in enumerate(linked):
-            eps = float(shifts[2 * k, i])
-            pulls.append(-float(nll[2 * k] - nll[2 * k + 1]) / (2 * eps))
+        pulls += [-float(nll[2 * k] - nll[2 * k + 1]) / (2 * eps[k]) for k in range(len(linked))]
     assert got["position_gradient_steps"] == len(pulls) > 100
     moving = [(g, o) for g, o in zip(pulls, offsets) if abs(g) > 1e-9]
     assert 0 < len(moving) < len(pulls)

@@ -2,7 +2,6 @@
 function given lstm's weights, and its initialisation is lstm's U(-0.1, 0.1) (for every
 architecture's parameters); ``fairseq-syntax-parity``'s side-by-side training runs both on
 the same batches."""
-import argparse
 
 import pytest
 import torch

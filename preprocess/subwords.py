@@ -35,7 +35,11 @@ def train_sentencepiece(train: SplitFiles, pairs: int, max_pairs: int, model_pre
     """Train one joint sentencepiece model on the train source + target text of at most
     ``max_pairs`` of the split's ``pairs`` (a fixed sample, ``random.Random(1)``, when it
     has more: the trainer keeps its own copy of every sentence it is given), read line by
-    line into the trainer."""
+    line into the trainer, and write it to ``model_prefix + ".model"``. The trainer hands
+    the model back in memory (``model_writer``), so it records no ``model_prefix``: the same
+    text and options give the same bytes in any build folder, and so the same sha256 in the
+    manifest and in the experiment records (``data_bin_digest``)."""
+    import io
     import random
 
     import sentencepiece as spm
@@ -46,10 +50,11 @@ def train_sentencepiece(train: SplitFiles, pairs: int, max_pairs: int, model_pre
         logger.info("sentencepiece trains on a fixed sample of %d of the %d train pairs "
                     "(--spm-train-pairs)", max_pairs, pairs)
     sentences = itertools.chain(sampled_lines(train.source, keep), sampled_lines(train.target, keep))
+    model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=sentences,
-            model_prefix=model_prefix,
+            model_writer=model,
             vocab_size=vocab_size,
             model_type=model_type,
             hard_vocab_limit=False,
@@ -62,6 +67,8 @@ def train_sentencepiece(train: SplitFiles, pairs: int, max_pairs: int, model_pre
             f"sentencepiece training on {train.source} + {train.target} failed "
             f"(check --vocab-size, --spm-model-type, --character-coverage): {err}"
         ) from None
+    with open(model_prefix + ".model", "wb") as f:
+        f.write(model.getvalue())
     return model_prefix + ".model"
 
 

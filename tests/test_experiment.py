@@ -186,32 +186,45 @@ def test_epoch_table_has_a_line_per_run_with_a_curve():
 
 
 def test_data_bin_lines_tell_runs_of_different_data_bins_apart(tmp_path):
-    """A record's ``data_bin_digest`` comes from the manifest's checksums; the section says
-    which runs share a data-bin and flags different sentencepiece models."""
+    """A record's ``data_bin_digest`` comes from the manifest's checksums and fairseq's own
+    files; the section says which runs share a data-bin and whether they read the same
+    tokens: by the model files, by the token files, or not known."""
     sides = {"train.en-de.en.heads.bin": "ab" * 32, "train.en-de.en.heads.idx": "cd" * 32}
     (tmp_path / "syntax_manifest.json").write_text(json.dumps(
-        {"spm_sha256": "12" * 32, "side_file_sha256": sides}))
+        {"spm_sha256": "12" * 32, "side_file_sha256": sides, "source_lang": "en",
+         "target_lang": "de"}))
+    token_files = {"dict.de.txt": b"a 3\n", "dict.en.txt": b"b 2\n",
+                   "train.en-de.de.bin": b"\x01", "train.en-de.en.idx": b"\x02"}
+    for name, data in {**token_files, "train.en-de.en.heads.bin": b"\x03",
+                       "train.align.en-de.bin": b"\x04", "spm.model": b"\x05"}.items():
+        (tmp_path / name).write_bytes(data)
     digest = records.data_bin_digest(str(tmp_path))
     assert digest == {"spm": "12" * 32, "side_files": hashlib.sha256(json.dumps(
-        dict(sorted(sides.items()))).encode()).hexdigest()}
+        dict(sorted(sides.items()))).encode()).hexdigest(), "tokens": hashlib.sha256(json.dumps(
+            {n: hashlib.sha256(token_files[n]).hexdigest() for n in sorted(token_files)}
+        ).encode()).hexdigest()}
     assert records.data_bin_digest(str(tmp_path / "none")) is None
 
-    def run(method, seed, spm, side):
-        return {"method": method, "seed": seed,
-                "data_bin_digest": {"spm": spm * 32, "side_files": side * 32}}
+    def run(method, seed, spm, side, tokens=None):
+        return {"method": method, "seed": seed, "data_bin_digest": {
+            "spm": spm * 32, "side_files": side * 32, **({"tokens": tokens * 32} if tokens else {})}}
     old = {"method": "lstm", "seed": 1}
-    one = tables.data_bin_lines([run("a", 1, "12", "ab"), run("b", 2, "12", "ab"), old])
-    assert one == ["* Data-bin (sha256 of its sentencepiece model / over its side-files, "
-                   "record key `data_bin_digest`): `121212121212…` / `abababababab…` for the "
-                   "runs that recorded it; 1 run recorded before data-bin digests "
-                   "(2026-11-30) does not say."]
+    one = tables.data_bin_lines([run("a", 1, "12", "ab", "ef"), run("b", 2, "12", "ab", "ef"), old])
+    assert one == ["* Data-bin (sha256 of its sentencepiece model / over its side-files / over "
+                   "its token files, record key `data_bin_digest`; `?` where a run recorded "
+                   "none): `121212121212…` / `abababababab…` / `efefefefefef…` for the runs that "
+                   "recorded it; 1 run recorded before data-bin digests (2026-11-30) does not say."]
     two_old = tables.data_bin_lines([run("a", 1, "12", "ab"), old, {"method": "b", "seed": 1}])
     assert two_old[0].endswith("; 2 runs recorded before data-bin digests (2026-11-30) do not say.")
     rebuilt = tables.data_bin_lines([run("a", 1, "12", "ab"), run("a", 2, "12", "cd")])
-    assert "`a` 1; `121212121212…` / `cdcdcdcdcdcd…`: `a` 2." in rebuilt[0]
-    assert "Same tokens" in rebuilt[0] and "differ:" not in rebuilt[0]
-    other = tables.data_bin_lines([run("a", 1, "12", "ab"), run("b", 1, "34", "ab")])
-    assert "sentencepiece models differ" in other[0]
+    assert "`a` 1; `121212121212…` / `cdcdcdcdcdcd…` / `?…`: `a` 2." in rebuilt[0]
+    assert "Same tokens; the side-files differ" in rebuilt[0]
+    moved = tables.data_bin_lines([run("a", 1, "12", "ab", "ef"), run("b", 1, "34", "ab", "ef")])
+    assert "Same tokens: the sentencepiece model files differ only" in moved[0]
+    other = tables.data_bin_lines([run("a", 1, "12", "ab", "ef"), run("b", 1, "34", "ab", "99")])
+    assert "**The token files differ" in other[0]
+    unknown = tables.data_bin_lines([run("a", 1, "12", "ab"), run("b", 1, "34", "ab", "ef")])
+    assert "whether those runs read the same tokens is not known" in unknown[0]
     assert tables.data_bin_lines([old]) == []
 
 

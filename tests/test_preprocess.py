@@ -3,6 +3,7 @@
 All command runs of this module are started at once (a thread pool over subprocesses)
 when the first test needs them, so the module's wall time is that of the slowest few.
 """
+import hashlib
 import json
 import os
 import random
@@ -616,8 +617,8 @@ def _files(folder):
 @pytest.mark.parametrize("ptb", [False, True])
 def test_chunk_size_does_not_change_the_data_bin(tmp_path, monkeypatch, ptb):
     """Streamed in chunks of 7 pairs (a last one shorter, splits shorter than a chunk) or
-    in one chunk, the data-bin is the same, byte for byte (the same --spm-model: a trained
-    model records the name of its temporary folder)."""
+    in one chunk, the data-bin is the same, byte for byte (given one --spm-model, so that
+    the test checks the streaming alone)."""
     from fairseq_syntax_preprocess import stream
 
     corpus = tmp_path / "corpus"
@@ -644,6 +645,26 @@ def test_chunk_size_does_not_change_the_data_bin(tmp_path, monkeypatch, ptb):
         built[chunk] = _files(dest)
     assert built[7] == built[stream.CHUNK]
     assert "test.de-en.de.tree.bin" in built[7] and "valid.align.de-en.bin" in built[7]
+
+
+def test_a_trained_model_is_the_same_bytes_in_any_build_folder(tmp_path):
+    """Two builds of one corpus into folders of other names write the same ``spm.model``,
+    byte for byte, and so record the same sha256 (the manifest's ``spm_sha256``, which the
+    experiment records compare): sentencepiece's trainer used to write the name of its
+    temporary folder into the model, so every rebuild looked like another model."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_corpus(str(corpus), "train", 61, seed=11)
+    models, manifests = [], []
+    for name in ("bin", "another-data-bin"):
+        dest = tmp_path / name
+        _preprocess_in_process(base_args(str(corpus), str(dest)) + ["--vocab-size", "60"])
+        models.append((dest / "spm.model").read_bytes())
+        manifests.append(json.loads((dest / "syntax_manifest.json").read_text()))
+    assert models[0] == models[1]
+    assert b"another-data-bin" not in models[1] and str(tmp_path).encode() not in models[1]
+    assert manifests[0]["spm_sha256"] == manifests[1]["spm_sha256"] == \
+        hashlib.sha256(models[0]).hexdigest()
 
 
 def test_sentencepiece_trains_on_a_fixed_sample(tmp_path):

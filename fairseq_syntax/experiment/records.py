@@ -9,7 +9,8 @@ import sys
 from dataclasses import asdict
 from typing import Dict, List, Optional
 
-from fairseq_syntax.data.side_files import SIDE_FILE_SHA256, SPM_SHA256, read_manifest
+from fairseq_syntax.data.side_files import (SIDE_FILE_SHA256, SPM_SHA256, file_sha256,
+                                            read_manifest)
 from fairseq_syntax.evaluation.host import cpu_kernels, cpu_model
 from fairseq_syntax.syntax.errors import SyntaxInputError
 
@@ -53,11 +54,27 @@ def host_facts(args, threads: Optional[int]) -> dict:
     }
 
 
+def token_files_sha256(databin: str, src: str, tgt: str) -> Optional[str]:
+    """A sha256 over the sha256s of fairseq's own files in ``databin``: the dictionaries
+    ``dict.{src,tgt}.txt`` and every split's ``*.{src}-{tgt}.{src|tgt}.bin/.idx``, the tokens
+    every method reads (side-files and ``spm.model`` apart). None where there are none."""
+    names = sorted(n for n in os.listdir(databin)
+                   if n in (f"dict.{src}.txt", f"dict.{tgt}.txt") or any(
+                       n.endswith(f".{src}-{tgt}.{lang}.{ext}")
+                       for lang in (src, tgt) for ext in ("bin", "idx")))
+    if not names:
+        return None
+    return hashlib.sha256(json.dumps(
+        {n: file_sha256(os.path.join(databin, n)) for n in names}).encode("utf-8")).hexdigest()
+
+
 def data_bin_digest(databin: str) -> Optional[dict]:
     """What tells one data-bin from another, from its manifest: ``spm``, the sha256 of its
-    sentencepiece model (the tokens every method reads), and ``side_files``, a sha256 over
-    its side-files' sha256s (the parses, trees and alignments; eflomal has no seed, so a
-    rebuilt data-bin differs here). None where the manifest has neither."""
+    sentencepiece model file; ``side_files``, a sha256 over its side-files' sha256s (the
+    parses, trees and alignments; eflomal has no seed, so a rebuilt data-bin may differ
+    here); and ``tokens`` (:func:`token_files_sha256`, recorded since 2026-12-01: before
+    then a trained model held the name of its build folder, so ``spm`` differed between
+    two builds of the same text). None where the manifest has neither checksum."""
     try:
         manifest = read_manifest(databin)
     except SyntaxInputError:
@@ -66,7 +83,9 @@ def data_bin_digest(databin: str) -> Optional[dict]:
     if not spm and not sides:
         return None
     return {"spm": spm, "side_files": sides and hashlib.sha256(
-        json.dumps(sides, sort_keys=True).encode("utf-8")).hexdigest()}
+        json.dumps(sides, sort_keys=True).encode("utf-8")).hexdigest(),
+        "tokens": token_files_sha256(databin, manifest.get("source_lang", ""),
+                                     manifest.get("target_lang", ""))}
 
 
 def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, host: dict,

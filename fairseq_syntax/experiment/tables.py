@@ -183,11 +183,13 @@ def host_label(host: dict) -> str:
 def data_bin_lines(runs: Sequence[dict]) -> List[str]:
     """Which data-bin the runs trained on, by their records' ``data_bin_digest``
     (:func:`.records.data_bin_digest`): one line when all recorded the same; else the
-    runs of each, flagged where the sentencepiece models differ (tokens not shared)."""
+    runs of each, and whether they read the same tokens: yes where the sentencepiece model
+    files or the token files' digests agree, no where the token files' digests differ, and
+    not known where the model files differ and a run recorded no token digest."""
     groups: Dict[tuple, List[str]] = {}
     for r in sorted(runs, key=lambda r: (r["method"], r["seed"])):
         digest = r.get("data_bin_digest") or {}
-        key = (str(digest.get("spm") or "?")[:12], str(digest.get("side_files") or "?")[:12])
+        key = tuple(str(digest.get(k) or "?")[:12] for k in ("spm", "side_files", "tokens"))
         groups.setdefault(key if digest else None, []).append(f"`{r['method']}` {r['seed']}")
     recorded = {k: v for k, v in groups.items() if k is not None}
     if not recorded:
@@ -195,19 +197,31 @@ def data_bin_lines(runs: Sequence[dict]) -> List[str]:
     n = len(groups.get(None, []))
     unrecorded = (f"; {n} run{'s' * (n > 1)} recorded before data-bin digests (2026-11-30) "
                   f"{'do' if n > 1 else 'does'} not say" if n else "")
-    what = "Data-bin (sha256 of its sentencepiece model / over its side-files, record key " \
-           "`data_bin_digest`)"
+    what = "Data-bin (sha256 of its sentencepiece model / over its side-files / over its " \
+           "token files, record key `data_bin_digest`; `?` where a run recorded none)"
     if len(recorded) == 1:
-        (spm, sides), = recorded
-        return [f"* {what}: `{spm}…` / `{sides}…` for the runs that recorded it{unrecorded}."]
-    parts = [f"`{spm}…` / `{sides}…`: {', '.join(names)}"
-             for (spm, sides), names in sorted(recorded.items())]
-    tokens = len({spm for spm, _ in recorded}) > 1
+        (spm, sides, tokens), = recorded
+        return [f"* {what}: `{spm}…` / `{sides}…` / `{tokens}…` for the runs that recorded "
+                f"it{unrecorded}."]
+    parts = [f"`{spm}…` / `{sides}…` / `{tokens}…`: {', '.join(names)}"
+             for (spm, sides, tokens), names in sorted(recorded.items())]
+    models = {spm for spm, _, _ in recorded}
+    tokens = {tokens for _, _, tokens in recorded}
+    if len(models) == 1 or (len(tokens) == 1 and "?" not in tokens):
+        verdict = (" Same tokens; the side-files differ (a rebuilt data-bin: eflomal has no "
+                   "seed), which only the methods that read them see." if len(models) == 1 else
+                   " Same tokens: the sentencepiece model files differ only as a data-bin "
+                   "built before 2026-12-01 wrote its build folder into its model.")
+    elif "?" not in tokens:
+        verdict = (" **The token files differ: those runs did not read the same tokens; "
+                   "compare them only through the detokenised text.**")
+    else:
+        verdict = (" **The sentencepiece model files differ, and a run recorded no digest of "
+                   "its token files, so whether those runs read the same tokens is not "
+                   "known** (a data-bin built before 2026-12-01 wrote its build folder into "
+                   "its model, so a rebuild of the same text differs there too).")
     return [f"* {what}, {len(recorded)} of them: " + "; ".join(parts) + unrecorded + "."
-            + (" **The sentencepiece models differ: those runs did not read the same tokens; "
-               "compare them only through the detokenised text.**" if tokens else
-               " Same tokens; the side-files differ (a rebuilt data-bin: eflomal has no "
-               "seed), which only the methods that read them see.")]
+            + verdict]
 
 
 def divergence_lines(by_key: Dict[str, List[dict]]) -> List[str]:

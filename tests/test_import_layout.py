@@ -1,6 +1,7 @@
 """Package layout (issue 16): the network modules never import the data layer, and the
 plugin never imports the preprocessing package (preprocessing imports the plugin)."""
 import ast
+import os
 import pathlib
 
 import fairseq_syntax
@@ -100,3 +101,44 @@ def test_nothing_outside_cli_imports_cli():
                        if b.startswith("fairseq_syntax.cli")
                        and not a.startswith("fairseq_syntax.cli"))
     assert offenders == []
+
+
+def _imported_by(command):
+    """The top-level modules a console script imports (``PYTHONPROFILEIMPORTTIME``)."""
+    import subprocess
+
+    proc = subprocess.run(command, env=dict(os.environ, PYTHONPROFILEIMPORTTIME="1"),
+                          capture_output=True, text=True, check=True)
+    return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+            if line.startswith("import time:")}
+
+
+def test_console_scripts_that_need_no_model_do_not_import_fairseq():
+    """``fairseq-syntax-user-dir`` (in every ``--user-dir "$(...)"``) and ``--help`` of the
+    tokenizer start without fairseq's import (seconds); fairseq-train's ``--user-dir``
+    import of the same package registers the plugin (the next test)."""
+    for command in (["fairseq-syntax-user-dir"], ["fairseq-syntax-tokenize", "--help"]):
+        modules = _imported_by(command)
+        assert "fairseq_syntax" in modules and "fairseq" not in modules, command
+
+
+def test_the_plugin_registers_where_fairseq_comes_first_and_in_the_plugins_loaders():
+    """Imported after fairseq (what ``--user-dir`` does), the package registers its
+    architectures; in a console script that imported it first, the plugin's own config
+    parser (``evaluation.checkpoints.training_config``) registers them before parsing."""
+    import sys
+
+    from conftest import run_cli
+
+    after_fairseq = ("import fairseq, fairseq_syntax; from fairseq.models import "
+                     "ARCH_MODEL_REGISTRY as R; print('sdatt_double_syntax' in R)")
+    console_script = (
+        "import sys; sys.argv = ['fairseq-syntax-x']; import fairseq_syntax, fairseq; "
+        "from fairseq.models import ARCH_MODEL_REGISTRY as R; print('sdatt_double_syntax' in R); "
+        "from fairseq_syntax.evaluation.checkpoints import training_config; "
+        "from fairseq_syntax.user_dir import user_dir; "
+        "cfg = training_config(['unused', '--user-dir', user_dir(), '--task', "
+        "'syntax_translation', '--arch', 'sdatt_double_syntax']); print(cfg.model._name)")
+    assert run_cli([sys.executable, "-c", after_fairseq]).stdout.split() == ["True"]
+    assert run_cli([sys.executable, "-c", console_script]).stdout.split() == [
+        "False", "sdatt_double_syntax"]

@@ -20,7 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-import fairseq_syntax  # noqa: F401  (registers the task and models, allows safe checkpoint loading)
+import fairseq_syntax.plugin  # noqa: F401  (registers the task and models, allows safe checkpoint loading)
 from fairseq_syntax.syntax.text_io import atomic_file, atomic_text_file
 
 

@@ -23,7 +23,7 @@ def task_arch_args(arch: str, embed_dim, task: str = "syntax_translation") -> li
 def plugin_architectures() -> List[str]:
     """Registered architectures of the plugin, one per name (a model's own name is
     skipped when it also has named architectures)."""
-    import fairseq_syntax  # noqa: F401
+    import fairseq_syntax.plugin  # noqa: F401
     from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
 
     archs = [a for a, cls in ARCH_MODEL_REGISTRY.items() if cls.__module__.startswith("fairseq_syntax")]
@@ -48,7 +48,7 @@ def transformer_architectures() -> List[str]:
     one per mechanism, backbone first: an architecture whose name is another one's of the
     same model plus a suffix (``_tiny``, ``_iwslt_de_en``) is that one's size preset and is
     left out (a caller gives the sizes)."""
-    import fairseq_syntax  # noqa: F401
+    import fairseq_syntax.plugin  # noqa: F401
     from fairseq.models import ARCH_MODEL_REGISTRY
 
     from fairseq_syntax.models.syntax_transformer import SyntaxTransformerModel

@@ -11,6 +11,8 @@ def training_config(argv):
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+    import fairseq_syntax.plugin  # noqa: F401  (--user-dir skips a package already imported)
+
     args = options.parse_args_and_arch(options.get_training_parser(), list(argv))
     return convert_namespace_to_omegaconf(args)
 
@@ -22,6 +24,8 @@ def load_trained_model(path: str, data: str, split: Optional[str] = None,
     mode, with ``split`` loaded if given; a model that is none of the classes ``kinds`` is
     refused with ``what`` (the kind of model wanted and how to train one)."""
     from fairseq import checkpoint_utils
+
+    import fairseq_syntax.plugin  # noqa: F401  (the task and models, safe checkpoint loading)
 
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [path], arg_overrides={"data": data})

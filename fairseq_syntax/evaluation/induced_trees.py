@@ -6,7 +6,7 @@ from typing import List, Optional, Tuple
 
 import torch
 
-import fairseq_syntax  # noqa: F401  (registers the task and models, allows safe checkpoint loading)
+import fairseq_syntax.plugin  # noqa: F401  (registers the task and models, allows safe checkpoint loading)
 from fairseq_syntax.syntax.conllu_io import ParsedSentence, write_conllu
 from fairseq_syntax.syntax.subwords import spans_of_word_lengths
 from fairseq_syntax.syntax.tree_scores import (

@@ -138,7 +138,7 @@ def loading_timing(databin: str, repeats: int = 3) -> List[LoadingRow]:
     collection off while timing, as in ``timeit``."""
     import gc
 
-    import fairseq_syntax  # noqa: F401
+    import fairseq_syntax.plugin  # noqa: F401
     from fairseq import tasks
 
     def train_dataset(*options):  # built as fairseq-train builds it: criterion first

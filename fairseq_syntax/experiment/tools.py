@@ -206,6 +206,8 @@ def whole_split_loss(databin: str, checkpoint: str, split: str = "valid", max_to
 
     from fairseq import checkpoint_utils, utils
 
+    import fairseq_syntax.plugin  # noqa: F401  (the task and models, safe checkpoint loading)
+
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
         [checkpoint], arg_overrides={"data": databin})
     model = models[0] if cpu else models[0].cuda()

@@ -12,7 +12,7 @@ import sacrebleu
 
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.evaluation.significance import N_SAMPLES, Delta, paired_deltas
-from fairseq_syntax.syntax.text_io import read_text_lines
+from fairseq_syntax.syntax.text_io import read_json, read_text_lines
 
 from .records import SIGNIFICANCE_CACHE as CACHE, read_hypotheses
 from .tools import write_atomically
@@ -50,8 +50,7 @@ class PairedTests:
                  tokenize: str = "13a"):
         self.corpus_name, self.corpus, self.tokenize = corpus_name, corpus, tokenize
         self.cache_path = os.path.join(results_dir, CACHE)
-        self.cache = (json.load(open(self.cache_path, encoding="utf-8"))
-                      if os.path.exists(self.cache_path) else {})
+        self.cache = read_json(self.cache_path, missing={})
         self.hyps: dict = {}
         self.added = False
 

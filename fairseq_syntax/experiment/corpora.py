@@ -14,7 +14,7 @@ from fairseq_syntax.data.synthetic_corpus import GRAMMAR_VERSION, generate_corpu
 from fairseq_syntax.evaluation.corpus import (
     MULTI30K_DESCRIPTION, Corpus, CorpusError, TestSet, check_references, description_of, kftt_corpus, load_corpus, multi30k_corpus, read_description,
 )
-from fairseq_syntax.syntax.text_io import read_text_lines
+from fairseq_syntax.syntax.text_io import read_json, read_text_lines
 
 from .records import read_records
 from .tools import run_tool, tool_env, write_atomically
@@ -93,7 +93,7 @@ def generated_stamp(args) -> Optional[dict]:
     if not os.path.exists(path) or (
             args.data_bin and os.path.abspath(args.data_bin) != os.path.join(home, "data-bin")):
         return None
-    stamp = json.load(open(path))
+    stamp = read_json(path)
     return stamp if stamp.get("raw") is None else None  # None: it generated these files
 
 
@@ -180,7 +180,7 @@ def prepare_synthetic(args) -> Corpus:
     if not args.data_bin:
         stamp_path = os.path.join(args.workdir, "corpus.json")
         stamp = corpus_stamp(args)
-        old = json.load(open(stamp_path)) if os.path.exists(stamp_path) else None
+        old = read_json(stamp_path)
         if old != stamp or not os.path.exists(os.path.join(databin, "syntax_manifest.json")):
             sizes = None if args.raw else (args.train_size, args.valid_size, args.test_size,
                                            args.gen_size)

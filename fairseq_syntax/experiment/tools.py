@@ -14,7 +14,7 @@ import subprocess
 import sys
 from typing import Dict, Iterator, List, Optional, Sequence
 
-from fairseq_syntax.syntax.text_io import atomic_text_file, read_text_lines
+from fairseq_syntax.syntax.text_io import atomic_text_file, read_json, read_text_lines
 from fairseq_syntax.user_dir import user_dir
 
 from .methods import RUN_STAMP, USER_DIR_SHELL
@@ -163,7 +163,7 @@ def resumable_training(save: str, train: str) -> Optional[dict]:
     the folder emptied and stamped with ``train``: fairseq-train would resume another
     command's checkpoint and append to its log."""
     stamp = os.path.join(save, RUN_STAMP)
-    old = json.load(open(stamp)) if os.path.exists(stamp) else {}
+    old = read_json(stamp, missing={})
     if old.get("train") == train and os.path.exists(os.path.join(save, "checkpoint_last.pt")):
         return old
     shutil.rmtree(save, ignore_errors=True)

@@ -5,6 +5,7 @@ leading UTF-8 BOM is dropped. Text files are written atomically (:func:`atomic_t
 """
 import contextlib
 import itertools
+import json
 import os
 import tempfile
 from typing import IO, Iterator, List, Tuple
@@ -63,6 +64,14 @@ def iter_words(path: str, skip: int = 0) -> Iterator[List[str]]:
 def read_text_lines(path: str, allow_empty: bool = False) -> List[str]:
     """All lines of ``path`` (see :func:`iter_text_lines`)."""
     return list(iter_text_lines(path, allow_empty))
+
+
+def read_json(path: str, missing=None):
+    """The JSON value in the UTF-8 file ``path``, or ``missing`` where there is no such file."""
+    if not os.path.exists(path):
+        return missing
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def new_file_mode() -> int:

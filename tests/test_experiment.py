@@ -206,10 +206,12 @@ def test_data_bin_lines_tell_runs_of_different_data_bins_apart(tmp_path):
     assert records.data_bin_digest(str(tmp_path / "none")) is None
 
     def run(method, seed, spm, side, tokens=None):
-        return {"method": method, "seed": seed, "data_bin_digest": {
-            "spm": spm * 32, "side_files": side * 32, **({"tokens": tokens * 32} if tokens else {})}}
+        digest = {"spm": spm * 32, "side_files": side * 32}
+        return {"method": method, "seed": seed,
+                "data_bin_digest": {**digest, **({"tokens": tokens * 32} if tokens else {})}}
     old = {"method": "lstm", "seed": 1}
-    one = tables.data_bin_lines([run("a", 1, "12", "ab", "ef"), run("b", 2, "12", "ab", "ef"), old])
+    one = tables.data_bin_lines(
+        [run("a", 1, "12", "ab", "ef"), run("b", 2, "12", "ab", "ef"), old])
     assert one == ["* Data-bin (sha256 of its sentencepiece model / over its side-files / over "
                    "its token files, record key `data_bin_digest`; `?` where a run recorded "
                    "none): `121212121212…` / `abababababab…` / `efefefefefef…` for the runs that "
@@ -220,7 +222,10 @@ def test_data_bin_lines_tell_runs_of_different_data_bins_apart(tmp_path):
     assert "`a` 1; `121212121212…` / `cdcdcdcdcdcd…` / `?…`: `a` 2." in rebuilt[0]
     assert "Same tokens; the side-files differ" in rebuilt[0]
     moved = tables.data_bin_lines([run("a", 1, "12", "ab", "ef"), run("b", 1, "34", "ab", "ef")])
-    assert "Same tokens: the sentencepiece model files differ only" in moved[0]
+    assert "Same tokens (the sentencepiece model files differ only" in moved[0]
+    assert "side-files differ" not in moved[0]
+    same = tables.data_bin_lines([run("a", 1, "12", "ab"), run("b", 1, "12", "ab", "ef")])
+    assert same[0].endswith(" Same tokens.")
     other = tables.data_bin_lines([run("a", 1, "12", "ab", "ef"), run("b", 1, "34", "ab", "99")])
     assert "**The token files differ" in other[0]
     unknown = tables.data_bin_lines([run("a", 1, "12", "ab"), run("b", 1, "34", "ab", "ef")])

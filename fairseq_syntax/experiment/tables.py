@@ -208,10 +208,11 @@ def data_bin_lines(runs: Sequence[dict]) -> List[str]:
     models = {spm for spm, _, _ in recorded}
     tokens = {tokens for _, _, tokens in recorded}
     if len(models) == 1 or (len(tokens) == 1 and "?" not in tokens):
-        verdict = (" Same tokens; the side-files differ (a rebuilt data-bin: eflomal has no "
-                   "seed), which only the methods that read them see." if len(models) == 1 else
-                   " Same tokens: the sentencepiece model files differ only as a data-bin "
-                   "built before 2026-12-01 wrote its build folder into its model.")
+        verdict = " Same tokens" + (
+            "" if len(models) == 1 else " (the sentencepiece model files differ only as a "
+            "data-bin built before 2026-12-01 wrote its build folder into its model)") + (
+            "; the side-files differ (a rebuilt data-bin: eflomal has no seed), which only "
+            "the methods that read them see." if len({s for _, s, _ in recorded}) > 1 else ".")
     elif "?" not in tokens:
         verdict = (" **The token files differ: those runs did not read the same tokens; "
                    "compare them only through the detokenised text.**")

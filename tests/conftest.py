@@ -26,9 +26,10 @@ def drop_words(sentences, share, seed):
     return [" ".join(w for w in s.split() if rng.random() >= share) for s in sentences]
 
 
-def run_cli(args, cwd=None, check=True, **kwargs):
-    """Run a console script (or ``python -m``) as a user would; return the CompletedProcess."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+def run_cli(args, cwd=None, check=True, env=None, **kwargs):
+    """Run a console script (or ``python -m``) as a user would, with ``env`` added to the
+    environment; return the CompletedProcess."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", **(env or {}))
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, **kwargs)
     if check and proc.returncode != 0:
         raise AssertionError(

@@ -1,7 +1,6 @@
 """Package layout (issue 16): the network modules never import the data layer, and the
 plugin never imports the preprocessing package (preprocessing imports the plugin)."""
 import ast
-import os
 import pathlib
 
 import fairseq_syntax
@@ -105,10 +104,9 @@ def test_nothing_outside_cli_imports_cli():
 
 def _imported_by(command):
     """The top-level modules a console script imports (``PYTHONPROFILEIMPORTTIME``)."""
-    import subprocess
+    from conftest import run_cli
 
-    proc = subprocess.run(command, env=dict(os.environ, PYTHONPROFILEIMPORTTIME="1"),
-                          capture_output=True, text=True, check=True)
+    proc = run_cli(command, env={"PYTHONPROFILEIMPORTTIME": "1"})
     return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
             if line.startswith("import time:")}
 

@@ -54,18 +54,22 @@ def host_facts(args, threads: Optional[int]) -> dict:
     }
 
 
+def checksums_sha256(checksums: Dict[str, str]) -> str:
+    """One sha256 over ``{file name: sha256}`` (names sorted): a data-bin's side-files' or
+    token files' digest."""
+    return hashlib.sha256(json.dumps(checksums, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 def token_files_sha256(databin: str, src: str, tgt: str) -> Optional[str]:
-    """A sha256 over the sha256s of fairseq's own files in ``databin``: the dictionaries
+    """:func:`checksums_sha256` of fairseq's own files in ``databin``: the dictionaries
     ``dict.{src,tgt}.txt`` and every split's ``*.{src}-{tgt}.{src|tgt}.bin/.idx``, the tokens
     every method reads (side-files and ``spm.model`` apart). None where there are none."""
-    names = sorted(n for n in os.listdir(databin)
-                   if n in (f"dict.{src}.txt", f"dict.{tgt}.txt") or any(
-                       n.endswith(f".{src}-{tgt}.{lang}.{ext}")
-                       for lang in (src, tgt) for ext in ("bin", "idx")))
-    if not names:
-        return None
-    return hashlib.sha256(json.dumps(
-        {n: file_sha256(os.path.join(databin, n)) for n in names}).encode("utf-8")).hexdigest()
+    names = [n for n in os.listdir(databin)
+             if n in (f"dict.{src}.txt", f"dict.{tgt}.txt") or any(
+                 n.endswith(f".{src}-{tgt}.{lang}.{ext}")
+                 for lang in (src, tgt) for ext in ("bin", "idx"))]
+    return checksums_sha256({n: file_sha256(os.path.join(databin, n)) for n in names}) \
+        if names else None
 
 
 def data_bin_digest(databin: str) -> Optional[dict]:
@@ -82,10 +86,9 @@ def data_bin_digest(databin: str) -> Optional[dict]:
     spm, sides = manifest.get(SPM_SHA256), manifest.get(SIDE_FILE_SHA256)
     if not spm and not sides:
         return None
-    return {"spm": spm, "side_files": sides and hashlib.sha256(
-        json.dumps(sides, sort_keys=True).encode("utf-8")).hexdigest(),
-        "tokens": token_files_sha256(databin, manifest.get("source_lang", ""),
-                                     manifest.get("target_lang", ""))}
+    return {"spm": spm, "side_files": sides and checksums_sha256(sides),
+            "tokens": token_files_sha256(databin, manifest.get("source_lang", ""),
+                                         manifest.get("target_lang", ""))}
 
 
 def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, host: dict,

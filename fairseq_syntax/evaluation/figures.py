@@ -1,5 +1,6 @@
 """Pictures of an experiment (matplotlib, PNG, no timestamp in the file): learning
 curves over seeds and the differences from the backbone with their 95 % intervals."""
+import textwrap
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -58,7 +59,8 @@ def delta_chart(path: str, title: str,
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([r[0] for r in reversed(rows)], fontsize=8)
     ax.set_xlabel(xlabel)
-    ax.set_title(title, fontsize=10)
+    # over the whole figure, not the axes beside the method labels, so a long title is not cut
+    fig.suptitle(textwrap.fill(title, 90), fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     with atomic_file(path, binary=True) as f:  # a killed run leaves no half a picture

@@ -512,6 +512,7 @@ def test_render_only_tests_each_method_against_its_backbone_with_paired_bootstra
     significant. Score cells are numpy's mean ± sd over the seeds."""
     from sacrebleu.significance import PairedTest
     from scipy.stats import t as student_t
+    from scipy.stats import ttest_1samp
 
     rng = np.random.default_rng(0)
     words = "a man dog runs the red ball on grass near water two women sit bench".split()
@@ -572,6 +573,8 @@ def test_render_only_tests_each_method_against_its_backbone_with_paired_bootstra
             hits = sum(p < 0.05 for _, p in per_seed)  # as many as PairedTest finds
             cell = diff_rows[key][column]
             assert cell.startswith(f"**{text}**" if bold else text), (key, column, cell)
+            p = ttest_1samp(deltas, 0.0).pvalue  # the one-sample t test over the seeds
+            assert f" {'p<0.001' if p < 0.0005 else f'p={p:.3f}'} (" in cell, cell
             assert cell.endswith(f"/3)")
             assert bold == expect_bold
             if key == "sa_nmt_shared":

@@ -63,3 +63,30 @@ def test_ribes_is_resampled_over_sentences_as_its_definition_says():
                         test_type="bs", n_samples=1000)()
     assert d.p == res["RIBES"][1].p_value < 0.05
     assert 0 < d.low < d.delta < d.high
+
+
+@pytest.mark.parametrize("df", range(1, 12))
+def test_student_t_p_is_scipys_two_sided_t_test(df):
+    """The closed form (Abramowitz & Stegun 26.7.3-4) against scipy's Student-t."""
+    from scipy.stats import t as student_t
+
+    from fairseq_syntax.evaluation.significance import student_t_p
+
+    for t in (0.0, 0.1, 0.7, 1.0, 2.0, 4.303, 12.706, 60.0, -3.0):
+        assert student_t_p(t, df) == pytest.approx(2 * student_t.sf(abs(t), df),
+                                                   rel=1e-9, abs=1e-14)
+    assert student_t_p(float("inf"), df) == 0.0
+
+
+def test_seed_mean_p_is_the_one_sample_t_test_over_seeds():
+    from scipy.stats import ttest_1samp
+
+    from fairseq_syntax.evaluation.significance import seed_mean
+
+    for deltas in ([0.52, 0.64, 0.72], [-4.00, -4.10, -2.94], [0.3, -0.2], [1, 2, 3, 4, 9]):
+        m = seed_mean(deltas)
+        assert m.p == pytest.approx(ttest_1samp(deltas, 0.0).pvalue, rel=1e-9)
+        assert m.mean == pytest.approx(np.mean(deltas))
+    assert seed_mean([0.4, 0.4, 0.4]).p == 0.0  # the same Δ in every seed
+    assert seed_mean([0.0, 0.0]).p == 1.0
+    assert seed_mean([0.5]).p is None  # one seed: no test over seeds

@@ -6,7 +6,9 @@ Per seed and test set: Δ = score(method) - score(backbone), PairedTest's p (its
 two-sided paired bootstrap test) and Δ's 95 % interval over the very resamples PairedTest
 draws (sacreBLEU seeds each comparison with ``SACREBLEU_SEED``, 12345 by default, so the
 same sentence indices; the 2.5th and 97.5th percentiles, as sacreBLEU's ``estimate_ci``
-takes them). Over seeds: the mean Δ with a Student-t 95 % interval."""
+takes them). Over seeds: the mean Δ with a Student-t 95 % interval and the two-sided p
+of the one-sample t test of the seeds' Δ against 0 (so that a correction for testing
+several scores, such as Bonferroni's p < 0.05 / k, can be read off the table)."""
 import math
 from dataclasses import asdict, dataclass
 from typing import Dict, Optional, Sequence
@@ -100,16 +102,42 @@ def paired_deltas(metric_name: str, backbone: Sequence[str], systems: Dict[str, 
 
 @dataclass
 class SeedMean:
-    """The mean Δ over seeds and its Student-t 95 % interval (None under 2 seeds)."""
+    """The mean Δ over seeds, its Student-t 95 % interval and the one-sample t test's
+    two-sided p (interval and p are None under 2 seeds)."""
 
     mean: float
     low: Optional[float]
     high: Optional[float]
     n: int
+    p: Optional[float] = None
 
     @property
     def significant(self) -> bool:
         return self.low is not None and (self.low > 0 or self.high < 0)
+
+
+def student_t_p(t: float, df: int) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` (an integer >= 1) degrees of freedom, in
+    closed form: 1 - A(t|df) of Abramowitz & Stegun 26.7.3 (odd df) and 26.7.4 (even)."""
+    if df < 1:
+        raise ValueError(f"Student's t needs df >= 1, not {df}")
+    if math.isinf(t):
+        return 0.0
+    theta = math.atan(abs(t) / math.sqrt(df))
+    sin, cos2 = math.sin(theta), math.cos(theta) ** 2
+    if df % 2:  # 26.7.3: (2/pi)(theta + sin(cos + 2/3 cos^3 + ... + cos^(df-2) term))
+        term, total = math.cos(theta), 0.0
+        for k in range(1, (df - 1) // 2 + 1):
+            total += term
+            term *= cos2 * (2 * k) / (2 * k + 1)
+        a = 2 / math.pi * (theta + sin * total)
+    else:  # 26.7.4: sin(1 + 1/2 cos^2 + (1.3)/(2.4) cos^4 + ... + cos^(df-2) term)
+        term, total = 1.0, 0.0
+        for k in range(1, df // 2 + 1):
+            total += term
+            term *= cos2 * (2 * k - 1) / (2 * k)
+        a = sin * total
+    return min(1.0, max(0.0, 1.0 - a))
 
 
 def seed_mean(deltas: Sequence[float]) -> SeedMean:
@@ -117,6 +145,10 @@ def seed_mean(deltas: Sequence[float]) -> SeedMean:
     mean = float(values.mean())
     if len(values) < 2:
         return SeedMean(mean, None, None, len(values))
-    half = T975.get(len(values) - 1, 1.960) * float(values.std(ddof=1)) / math.sqrt(len(values))
-    return SeedMean(mean, mean - half, mean + half, len(values))
-
+    sem = float(values.std(ddof=1)) / math.sqrt(len(values))
+    half = T975.get(len(values) - 1, 1.960) * sem
+    if sem == 0:  # every seed the same Δ
+        p = 1.0 if mean == 0 else 0.0
+    else:
+        p = student_t_p(mean / sem, len(values) - 1)
+    return SeedMean(mean, mean - half, mean + half, len(values), p)

@@ -491,8 +491,10 @@ SIGNIFICANCE_NOTE = (
     "(`sacrebleu.significance.PairedTest`, 1000 resamples of the test sentences, seed 12345) of "
     "the method's translations against its backbone's of the same training seed: Δ, its 95 % "
     "interval over the resamples, and p. A cell gives the mean Δ over the seeds with a "
-    "Student-t 95 % interval (one seed: that seed's bootstrap interval) and how many seeds "
-    "were significant. **Bold**: significant (the interval over ≥ 2 seeds excludes 0; one "
+    "Student-t 95 % interval, the two-sided p of the one-sample t test of the seeds' Δ "
+    "against 0 (compare it with 0.05 / k to correct for testing k cells of a row, as "
+    "Bonferroni does) and how many seeds were significant alone (one seed: that seed's "
+    "bootstrap interval and p). **Bold**: significant (the interval over ≥ 2 seeds excludes 0; one "
     "seed: p < 0.05 and its interval excludes 0, marked † as one training run; sacreBLEU's p "
     "and its percentile interval can disagree near the edge, so both are asked). Otherwise no "
     "difference is shown. Runs without "
@@ -500,7 +502,8 @@ SIGNIFICANCE_NOTE = (
 
 
 def comparison_cell(by_seed: Dict[int, Delta]) -> str:
-    """One significance cell: mean Δ [interval] over seeds, how many seeds were significant."""
+    """One significance cell: mean Δ [interval] over seeds, the one-sample t test's p, how
+    many seeds were significant alone."""
     if not by_seed:
         return "–"
     deltas = [by_seed[s] for s in sorted(by_seed)]
@@ -511,7 +514,13 @@ def comparison_cell(by_seed: Dict[int, Delta]) -> str:
     mean = seed_mean([d.delta for d in deltas])
     text = f"{mean.mean:+.2f} [{mean.low:+.2f}, {mean.high:+.2f}]"
     hits = sum(d.significant for d in deltas)
-    return (f"**{text}**" if mean.significant else text) + f" ({hits}/{len(deltas)})"
+    return ((f"**{text}**" if mean.significant else text)
+            + f" {fmt_p(mean.p)} ({hits}/{len(deltas)})")
+
+
+def fmt_p(p: float) -> str:
+    """p to three decimals, ``p<0.001`` below that."""
+    return "p<0.001" if p < 0.0005 else f"p={p:.3f}"
 
 
 def significance_table(rows: Sequence[str], comparisons: Comparisons, tests: Sequence[str],

@@ -509,7 +509,7 @@ def comparison_cell(by_seed: Dict[int, Delta]) -> str:
     deltas = [by_seed[s] for s in sorted(by_seed)]
     if len(deltas) == 1:
         d = deltas[0]
-        text = f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] p={d.p:.3f}"
+        text = f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] {fmt_p(d.p)}"
         return f"**{text}** †" if d.significant else text
     mean = seed_mean([d.delta for d in deltas])
     text = f"{mean.mean:+.2f} [{mean.low:+.2f}, {mean.high:+.2f}]"

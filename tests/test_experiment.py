@@ -731,6 +731,34 @@ def test_gpu_runs_are_records_and_a_section_of_their_own(tmp_path):
                                              default, "save", seed=1)
 
 
+def test_a_rendering_that_matches_no_record_refuses_and_names_the_differences(tmp_path):
+    """``--render-only`` with options other than the records' (here the GPU records'
+    recipe, rendered with the default one) would rewrite the section as ``not run yet``
+    rows: it stops instead, names each differing setting and the records' command, and
+    leaves the results file byte for byte."""
+    records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
+    records_dir.mkdir()
+    base = ["--corpus", "multi30k", "--render-only", "--gpu", "--results-dir",
+            str(records_dir), "--results", str(results), "--methods", "syntax_transformer"]
+    made = experiment.parse_args([*base, "--transformer-recipe", "lr=0.002"])
+    record = _record(made, corpora.corpus_description(made), "syntax_transformer", 1,
+                     {"bleu": 30.0})
+    record["experiment_command"] = "fairseq-syntax-experiment --gpu --transformer-recipe lr=0.002"
+    with open(methods.record_path(str(records_dir), "syntax_transformer", 1), "w") as f:
+        json.dump(record, f)
+    assert experiment.main([*base, "--transformer-recipe", "lr=0.002"]) == 0
+    rendered = results.read_bytes()
+    assert _table(_section(results, "multi30k-gpu"))["syntax_transformer"][1] == "30.00"
+    with pytest.raises(SystemExit) as stop:
+        experiment.main(base)
+    message = str(stop.value)
+    default_lr = experiment.parse_args(base).transformer["lr"]
+    assert f"recipe.lr: recorded 0.002, these options {default_lr!r}" in message
+    assert message.count("recorded") == 1  # the one setting that differs, and only it
+    assert "--transformer-recipe lr=0.002" in message
+    assert results.read_bytes() == rendered
+
+
 def test_a_rendering_without_methods_keeps_the_transformer_familys_open_rows(tmp_path):
     """``--render-only`` alone renders the section as committed: the default methods, the
     Transformer family (``not run yet`` where a method has no record) and every method with

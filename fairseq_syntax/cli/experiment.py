@@ -92,7 +92,7 @@ from fairseq_syntax.experiment.records import (
 from fairseq_syntax.experiment.commands import run_settings
 from fairseq_syntax.experiment.runs import run_dir, run_method
 from fairseq_syntax.experiment.tables import (
-    fmt, section_markdown, section_name, table_records, update_results,
+    fmt, no_matching_record, section_markdown, section_name, table_records, update_results,
 )
 from fairseq_syntax.experiment.tools import exclusive_lock, tool_env, tool_threads
 
@@ -166,7 +166,8 @@ def get_parser() -> argparse.ArgumentParser:
                    help="train nothing: render the corpus section of --results from the "
                    "records in --results-dir whose settings equal these options' (kftt "
                    "without --data-bin: the corpus its records name; paired tests not "
-                   "in RESULTS_DIR/significance.json need the references)")
+                   "in RESULTS_DIR/significance.json need the references); an error, "
+                   "naming how they differ, when it holds records and none matches")
     p.add_argument("--updates", type=int,
                    help="training updates of every method (default: " + per_corpus("updates")
                    + "; none: --epochs; Transformers: their recipe's); with --epochs, "
@@ -325,7 +326,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     failures: List[str] = []
 
     def render() -> str:
-        by_key = table_records(read_records(args.results_dir), args, description)
+        records = read_records(args.results_dir)
+        by_key = table_records(records, args, description)
+        if args.render_only and records and not by_key:  # not a section of empty rows
+            raise SystemExit("fairseq-syntax-experiment: error: --render-only: "
+                             + no_matching_record(records, args, description)
+                             + f"\n{args.results} is left as it was.")
         tests = PairedTests(args.corpus_name, corpus, args.results_dir,
                             corpus.bleu_tokenize if corpus else
                             recorded_tokenize([r for rs in by_key.values() for r in rs]))

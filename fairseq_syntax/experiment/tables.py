@@ -111,6 +111,39 @@ def table_records(records: Sequence[dict], args, description: str
     return {k: [v[s] for s in sorted(v)] for k, v in chosen.items()}
 
 
+def setting_differences(recorded: dict, expected: dict, prefix: str = "") -> List[str]:
+    """``KEY: recorded R, these options V`` for each setting (``recipe.updates`` inside a
+    dict) whose recorded value is not what these options give."""
+    lines = []
+    for key in sorted(set(recorded) | set(expected), key=str):
+        r, e = recorded.get(key), expected.get(key)
+        if isinstance(r, dict) and isinstance(e, dict):
+            lines += setting_differences(r, e, f"{prefix}{key}.")
+        elif r != e:
+            lines.append(f"{prefix}{key}: recorded {r!r}, these options {e!r}")
+    return lines
+
+
+def no_matching_record(records: Sequence[dict], args, description: str) -> str:
+    """Why none of ``records`` has this invocation's settings: how the newest one's differ
+    from them, and the command that made it (its options render its section)."""
+    methods = {key: m for m in all_methods() for key in method_keys([m])}
+    known = [r for r in records if r["method"] in methods]
+    if not known:
+        return (f"none of the {len(records)} records in {args.results_dir} is a run of a "
+                "known method")
+    newest = max(known, key=lambda r: str(r.get("date", "")))
+    key = newest["method"]
+    differences = setting_differences(newest["settings"],
+                                      run_settings(methods[key], key, args, description))
+    return (f"none of the {len(records)} records in {args.results_dir} was run with these "
+            f"settings. The newest, {key} seed {newest['seed']}, differs in:\n  "
+            + "\n  ".join(differences[:12])
+            + ("\n  ..." if len(differences) > 12 else "")
+            + f"\nIt was made by: {newest.get('experiment_command', '?')}\n"
+            "Render with the options of the command that made the records.")
+
+
 def convergence_lines(backbone: Sequence[dict]) -> List[str]:
     """One bullet: each backbone run's lowest validation loss against its floor."""
     runs = [(r["seed"], r["scores"].get("valid_loss"), r["scores"].get("valid_loss_floor"))

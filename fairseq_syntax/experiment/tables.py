@@ -94,14 +94,17 @@ def columns_of(corpus_name: str, tests: Sequence[str], family: str) -> List[tupl
     return cols
 
 
+def expected_settings(args, description: str) -> Dict[str, dict]:
+    """The settings this invocation would run each method key with."""
+    return {key: run_settings(m, key, args, description)
+            for m in all_methods() for key in method_keys([m])}
+
+
 def table_records(records: Sequence[dict], args, description: str
                   ) -> Dict[str, List[dict]]:
     """The records whose settings equal what this invocation would run for their method,
     per method key, in seed order."""
-    expected = {}
-    for m in all_methods():
-        for key in method_keys([m]):
-            expected[key] = run_settings(m, key, args, description)
+    expected = expected_settings(args, description)
     chosen: Dict[str, Dict[int, dict]] = {}
     for r in records:
         if r["method"] in expected and r["settings"] == expected[r["method"]]:
@@ -127,15 +130,14 @@ def setting_differences(recorded: dict, expected: dict, prefix: str = "") -> Lis
 def no_matching_record(records: Sequence[dict], args, description: str) -> str:
     """Why none of ``records`` has this invocation's settings: how the newest one's differ
     from them, and the command that made it (its options render its section)."""
-    methods = {key: m for m in all_methods() for key in method_keys([m])}
-    known = [r for r in records if r["method"] in methods]
+    expected = expected_settings(args, description)
+    known = [r for r in records if r["method"] in expected]
     if not known:
         return (f"none of the {len(records)} records in {args.results_dir} is a run of a "
                 "known method")
     newest = max(known, key=lambda r: str(r.get("date", "")))
     key = newest["method"]
-    differences = setting_differences(newest["settings"],
-                                      run_settings(methods[key], key, args, description))
+    differences = setting_differences(newest["settings"], expected[key])
     return (f"none of the {len(records)} records in {args.results_dir} was run with these "
             f"settings. The newest, {key} seed {newest['seed']}, differs in:\n  "
             + "\n  ".join(differences[:12])

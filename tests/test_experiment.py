@@ -20,7 +20,7 @@ from fairseq_syntax.cli import experiment
 from fairseq_syntax.cli.parity import get_parser as parity_parser
 from fairseq_syntax.evaluation.architectures import task_arch_args
 from fairseq_syntax.experiment import (
-    commands, corpora, methods, parity, records, runs, scoring, tables,
+    commands, comparisons, corpora, methods, parity, records, runs, scoring, tables,
 )
 from fairseq_syntax.experiment.parity import LSTM
 from fairseq_syntax.evaluation.corpus import Corpus, TestSet
@@ -284,12 +284,51 @@ def test_the_difference_table_marks_a_method_whose_predictor_degenerated():
                    ("tree2seq", "test", "bleu"): {1: Delta(0.5, 0.1, 0.9, 0.01)}}
     lines = tables.significance_table(["sdatt_double_syntax", "tree2seq"], comparisons, ["test"],
                                       ["bleu"], degenerate)
-    assert lines[2] == "| `sdatt_double_syntax` ‡ | -0.08 [-0.48, +0.29] p=0.245 |"
-    assert lines[3] == "| `tree2seq` | **+0.50 [+0.10, +0.90] p=0.010** † |"
+    assert lines[2] == "| `sdatt_double_syntax` ‡ | -0.08 [-0.48, +0.29] p=0.245 | – |"
+    assert lines[3] == "| `tree2seq` | **+0.50 [+0.10, +0.90] p=0.010** † | – |"
     assert lines[5] == ("‡ `sdatt_double_syntax`: its position predictor degenerated in seed(s) 1 "
                         "(positions table below), so these differences do not test the paper's "
                         "method.")
     assert len(lines) == 6
+
+
+def test_the_difference_tables_say_which_pairs_ran_on_one_cpu():
+    """A paired test of a method's run against its backbone's on another CPU also tests the
+    CPUs (docs/same-cpu): each table says, per row and per test, whether the pair ran on
+    one kind of machine (:func:`fairseq_syntax.evaluation.host.same_cpu`)."""
+    from fairseq_syntax.evaluation.significance import Delta
+
+    amd = {"cpu": "AMD EPYC", "cpu_family_model": "25/17", "torch_cpu_capability": "AVX512",
+           "device": "cpu"}
+    intel = {"cpu": "Intel(R) Xeon(R) Processor", "device": "cpu"}
+    by_key = {"syntax_transformer": [{"seed": 1, "host": intel}, {"seed": 2, "host": amd},
+                                     {"seed": 3, "host": amd}],
+              "transformer_align": [{"seed": 1, "host": {"cpu": "Intel(R) Xeon(R) Processor"}},
+                                    {"seed": 2, "host": amd},
+                                    {"seed": 3, "host": dict(amd, cpu_family_model="26/2")}],
+              "sa_transformer": [{"seed": 2, "host": amd}]}
+    pairs = comparisons.cpu_pairings(by_key)
+    assert pairs == {"transformer_align": {1: None, 2: True, 3: False}, "sa_transformer": {2: True}}
+    deltas = {("transformer_align", "test", "bleu"): {s: Delta(0.1, -0.2, 0.4, 0.3)
+                                                      for s in (1, 2, 3)},
+              ("sa_transformer", "test", "bleu"): {2: Delta(0.1, -0.2, 0.4, 0.3)}}
+    lines = tables.significance_table(["transformer_align", "sa_transformer"], deltas, ["test"],
+                                      ["bleu"], cpu_pairs=pairs)
+    assert lines[0] == "| method | Δ BLEU test | one CPU |"
+    assert lines[2].endswith(" | 1 of 3, **1 across CPUs**, 1 not known |")
+    assert lines[3].endswith(" | 1 of 1 |")
+    assert lines[5] == tables.CROSS_CPU_NOTE and len(lines) == 6
+    assert len(tables.significance_table(["sa_transformer"], deltas, ["test"], ["bleu"],
+                                         cpu_pairs=pairs)) == 3  # one CPU: no note
+    rows = tables.seed_table(deltas, ["test"], ["bleu"], pairs)
+    assert rows[4].startswith("| `sa_transformer` | 2 |") and rows[4].endswith(" | yes |")
+    assert [r.rsplit("|", 2)[-2].strip() for r in rows[5:8]] == ["?", "yes", "**no**"]
+    seed_pairs = {("syntax_transformer", "test", "bleu"): {
+        (1, 2): Delta(0.5, 0.1, 0.9, 0.01), (2, 3): Delta(0.0, -0.3, 0.3, 0.5)}}
+    rows = tables.seed_pairs_table("syntax_transformer", seed_pairs, ["test"], ["bleu"],
+                                   {r["seed"]: r["host"] for r in by_key["syntax_transformer"]})
+    assert rows[5].startswith("| 2 − 1 |") and rows[5].endswith(" | **no** |")
+    assert rows[6].startswith("| 3 − 2 |") and rows[6].endswith(" | yes |")
 
 
 def test_a_predictor_is_degenerated_at_one_end_at_eos_or_standing_still():
@@ -1012,6 +1051,48 @@ def test_a_resumed_run_records_the_training_time_of_every_attempt(tmp_path, monk
     open(stamp_path, "w").write(json.dumps(stamp))
     (row, _, _), = runs.run_method(method, 1, corpus, args, {})
     assert row.train_seconds == 4321.5
+
+
+def test_a_run_resumed_on_another_machine_records_both(tmp_path, monkeypatch):
+    """Each training invocation adds its machine to the run's stamp; the record's host
+    lists them (``training_cpus``), so a run trained on two CPUs pairs with no other as
+    one CPU's; a stamp older than that list counts its training as on a machine not known."""
+    from fairseq_syntax.evaluation.host import CPU_KEYS, same_cpu
+
+    args = experiment.parse_args(["--corpus", "synthetic", "--workdir", str(tmp_path)])
+    (method,) = methods.select_methods("attentional_rnn")
+    save = runs.run_dir(args, method.key, 1)
+    first = {"cpu": "AMD EPYC", "cpu_family_model": "26/2", "torch_cpu_capability": "AVX512",
+             "device": "cpu", "jobs": 1}
+    second = dict(first, cpu_family_model="25/17")
+    machine = [first]
+
+    def fake_tool(cmd, log_path, env, stdout_path=None):
+        raise RuntimeError("stop after the training command")
+
+    monkeypatch.setattr(runs, "run_tool", fake_tool)
+    monkeypatch.setattr(runs, "host_facts", lambda args, threads: dict(machine[0]))
+    corpus = Corpus("synthetic", "en", "vf", "bin", [])
+    runs.run_method(method, 1, corpus, args, {})  # killed in its first epoch: starts again
+    open(os.path.join(save, "checkpoint_last.pt"), "w").close()  # then after an epoch
+    runs.run_method(method, 1, corpus, args, {})
+    machine[0] = second
+    (row, _, _), = runs.run_method(method, 1, corpus, args, {})  # resumed on another machine
+    keys = {k: first[k] for k in CPU_KEYS}
+    assert row.training_cpus == [keys, dict(keys, cpu_family_model="25/17")]
+    stamp_path = os.path.join(save, methods.RUN_STAMP)
+    assert json.loads(open(stamp_path).read())["training_cpus"] == row.training_cpus
+    record = records.run_record(row, {}, {}, 1.0, dict(second, platform="p"), save, "bin",
+                                "cmd", {})
+    assert record["host"]["training_cpus"] == row.training_cpus
+    assert "training_cpus" not in record["scores"]
+    assert same_cpu(record["host"], second) is False
+
+    stamp = json.loads(open(stamp_path).read())
+    del stamp["training_cpus"]  # a stamp written before 2026-12-03
+    open(stamp_path, "w").write(json.dumps(stamp))
+    (row, _, _), = runs.run_method(method, 1, corpus, args, {})
+    assert row.training_cpus == [dict.fromkeys(CPU_KEYS), dict(keys, cpu_family_model="25/17")]
 
 
 # --------------------------------------------------------------------- Transformer family

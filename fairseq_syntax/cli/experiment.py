@@ -79,11 +79,11 @@ from fairseq_syntax.experiment.corpora import (
     PRESETS, corpus_description, corpus_name, prepare_corpus,
 )
 from fairseq_syntax.experiment.methods import (
-    BACKBONE, TRANSFORMER_BACKBONE, family_of, DEFAULTS, DEFAULT_METHODS, DEFAULT_RESULTS, LR_SCHEDULERS, Method, TRANSFORMER_RECIPES,
+    BACKBONE, TRANSFORMER_BACKBONE, DEFAULTS, DEFAULT_METHODS, DEFAULT_RESULTS, LR_SCHEDULERS, Method, TRANSFORMER_RECIPES,
     method_keys, record_path, select_methods,
 )
 from fairseq_syntax.experiment.comparisons import (
-    PairedTests, compare_methods, compare_seeds, recorded_tokenize,
+    PairedTests, backbones_of, compare_methods, compare_seeds, cpu_pairings, recorded_tokenize,
 )
 from fairseq_syntax.experiment.records import (
     REPLACED_DIR, changed_settings, host_facts, hypotheses_path, keep_replaced, places_of,
@@ -336,6 +336,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                             corpus.bleu_tokenize if corpus else
                             recorded_tokenize([r for rs in by_key.values() for r in rs]))
         comparisons = compare_methods(by_key, backbones_of(by_key), tests)
+        warn_cross_cpu_pairs(by_key)
         seed_pairs = compare_seeds(by_key, [BACKBONE, TRANSFORMER_BACKBONE], tests)
         tests.save()
         figures = os.path.join(os.path.dirname(os.path.abspath(args.results)), "figures")
@@ -482,14 +483,15 @@ def corpus_home(args) -> Optional[str]:
     return args.corpus_dir or (os.path.dirname(os.path.abspath(args.raw)) if args.raw else None)
 
 
-def backbones_of(by_key) -> dict:
-    """Each method with records -> its family's backbone (the backbones themselves left out)."""
-    out = {}
-    for key in by_key:
-        backbone = TRANSFORMER_BACKBONE if family_of(key) == "transformer" else BACKBONE
-        if key != backbone:
-            out[key] = backbone
-    return out
+def warn_cross_cpu_pairs(by_key) -> None:
+    """Name on stderr the method-backbone pairs that ran on two kinds of machine."""
+    pairs = cpu_pairings(by_key)
+    across = [f"{key} seed {seed}" for key, by_seed in pairs.items()
+              for seed, same in sorted(by_seed.items()) if same is False]
+    if across:
+        print(f"warning: {len(across)} of {sum(map(len, pairs.values()))} method-backbone "
+              f"pairs ran on two kinds of CPU ({', '.join(across)}): their paired tests also "
+              "test the CPUs (the tables' 'one CPU' column)", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

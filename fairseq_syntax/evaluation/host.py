@@ -3,7 +3,7 @@ kernels PyTorch dispatches to on it. A model name such as "AMD EPYC" covers gene
 whose kernels round differently: the quickstart printed other digits on an EPYC of family
 25 model 1 with AVX2 kernels than on 2026-11-28's EPYC (README, "Quickstart")."""
 import platform
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 
 def _cpuinfo(field: str) -> Optional[str]:
@@ -32,3 +32,39 @@ def cpu_kernels() -> Dict[str, Optional[str]]:
     family, model = _cpuinfo("cpu family"), _cpuinfo("model")
     return {"cpu_family_model": f"{family}/{model}" if family and model else None,
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+CPU_KEYS = ("cpu", "cpu_family_model", "torch_cpu_capability", "device")
+
+
+def cpu_identity(host: dict) -> Dict[str, Optional[str]]:
+    """What tells one machine's rounding from another's in a record's ``host``: the CPU's
+    model name, family/model and PyTorch's kernels, and the device."""
+    return {k: host.get(k) for k in CPU_KEYS}
+
+
+def run_cpus(host: dict) -> List[Dict[str, Optional[str]]]:
+    """The machines a run's numbers came from: those its training ran on
+    (``training_cpus``, recorded since 2026-12-03: a run resumed on another machine has
+    two) and the one that decoded it (the record's own ``host``)."""
+    out: List[Dict[str, Optional[str]]] = []
+    for cpu in [*(host.get("training_cpus") or []), cpu_identity(host)]:
+        cpu = {k: cpu.get(k) for k in CPU_KEYS}
+        if cpu not in out:
+            out.append(cpu)
+    return out
+
+
+def same_cpu(a: dict, b: dict) -> Optional[bool]:
+    """Whether two runs (their records' ``host``) ran on one kind of machine: False where
+    some CPU name, device, family/model or kernels differ (or a run moved between
+    machines), None where nothing differs but a record (older than 2026-12-01) names no
+    family/model, else True. The same seed on another CPU is another run (docs/same-cpu)."""
+    cpus = run_cpus(a) + run_cpus(b)
+    known = [{k: v for k, v in c.items() if v is not None} for c in cpus]
+    for key in CPU_KEYS:
+        if len({c[key] for c in known if key in c}) > 1:
+            return False
+    if len(run_cpus(a)) > 1 or len(run_cpus(b)) > 1:  # moved, on machines not told apart
+        return None
+    return True if all(c.get("cpu") and c.get("cpu_family_model") for c in cpus) else None

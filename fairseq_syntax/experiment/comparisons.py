@@ -11,9 +11,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import sacrebleu
 
 from fairseq_syntax.evaluation.corpus import Corpus
+from fairseq_syntax.evaluation.host import same_cpu
 from fairseq_syntax.evaluation.significance import N_SAMPLES, Delta, paired_deltas
 from fairseq_syntax.syntax.text_io import read_json, read_text_lines
 
+from .methods import BACKBONE, TRANSFORMER_BACKBONE, family_of
 from .records import SIGNIFICANCE_CACHE as CACHE, read_hypotheses
 from .tools import write_atomically
 
@@ -104,6 +106,31 @@ class PairedTests:
             write_atomically(self.cache_path,
                              json.dumps(self.cache, indent=0, sort_keys=True) + "\n")
             self.added = False
+
+
+def backbones_of(by_key: Dict[str, List[dict]]) -> Dict[str, str]:
+    """Each method with records -> its family's backbone (the backbones themselves left out)."""
+    out = {}
+    for key in by_key:
+        backbone = TRANSFORMER_BACKBONE if family_of(key) == "transformer" else BACKBONE
+        if key != backbone:
+            out[key] = backbone
+    return out
+
+
+def cpu_pairings(by_key: Dict[str, List[dict]]) -> Dict[str, Dict[int, Optional[bool]]]:
+    """Method key -> seed -> whether the method's run and its backbone's run of that seed
+    ran on one kind of machine (:func:`~fairseq_syntax.evaluation.host.same_cpu`; None: not
+    known): a paired test across two CPUs also tests the CPUs."""
+    out: Dict[str, Dict[int, Optional[bool]]] = {}
+    for key, backbone in backbones_of(by_key).items():
+        base = {int(r["seed"]): r for r in by_key.get(backbone, [])}
+        for record in by_key[key]:
+            seed = int(record["seed"])
+            if seed in base:
+                out.setdefault(key, {})[seed] = same_cpu(record.get("host") or {},
+                                                         base[seed].get("host") or {})
+    return out
 
 
 def compare_methods(by_key: Dict[str, List[dict]], backbone_of: Dict[str, str],

@@ -184,6 +184,7 @@ class Row:
     train_seconds: Optional[float] = None
     valid_ppl_by_epoch: List[float] = field(default_factory=list)  # epochs 1, 2, ...
     decoded_epoch: Optional[int] = None  # epoch of the decoded checkpoint (None: an average)
+    training_cpus: List[dict] = field(default_factory=list)  # the record's host["training_cpus"]
     error: str = ""
 
 

@@ -99,12 +99,14 @@ def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, ho
     ``error``), ``commands`` (train, generate_test, generate_gen, align, induced_trees: the
     ones that ran, the plugin's folder as ``"$(fairseq-syntax-user-dir)"``),
     ``wall_seconds`` (training, decoding and scoring), ``date`` (UTC, when it finished),
-    ``host`` (:func:`host_facts`), ``run_dir`` (logs, checkpoint and outputs),
+    ``host`` (:func:`host_facts`, with ``training_cpus``: the machines that trained it,
+    :func:`~fairseq_syntax.evaluation.host.run_cpus`), ``run_dir`` (logs, checkpoint and outputs),
     ``data_bin`` with ``data_bin_digest`` (:func:`data_bin_digest`), and
     ``experiment_command`` (the invocation that ran it). Paths are shown
     by :func:`portable` with ``places`` (e.g. ``$WORKDIR``): a record holds no machine path."""
     scores = {k: v for k, v in asdict(row).items()
-              if k not in ("key", "arch", "seed", "error", "hypotheses", "hypotheses_tok")}
+              if k not in ("key", "arch", "seed", "error", "hypotheses", "hypotheses_tok",
+                           "training_cpus")}
     return {
         "format": RECORD_FORMAT,
         "method": row.key,
@@ -114,7 +116,7 @@ def run_record(row: Row, settings: dict, commands: dict, wall_seconds: float, ho
         "commands": {k: portable(v, places) for k, v in commands.items()},
         "wall_seconds": round(wall_seconds, 1),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "host": host,
+        "host": {**host, "training_cpus": row.training_cpus},
         "run_dir": portable(save, places),
         "data_bin": portable(databin, places),
         "data_bin_digest": data_bin_digest(databin),

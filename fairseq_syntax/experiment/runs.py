@@ -7,6 +7,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.evaluation.fairseq_log import read_train_log
+from fairseq_syntax.evaluation.host import cpu_identity
 from fairseq_syntax.evaluation.positions import checkpoint_position_shares
 from fairseq_syntax.user_dir import user_dir
 
@@ -17,6 +18,7 @@ from .commands import (
 from .methods import (
     AVERAGED_CHECKPOINT, DECODED_CHECKPOINT, POSITION_PREDICTING, TREE_INDUCING, Method, Row, file_key,
 )
+from .records import host_facts
 from .scoring import (
     induced_scores, score_alignments, score_test_set, step_time_batches_of, step_time_ratio,
 )
@@ -65,13 +67,17 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
     results = [(row, commands, 0.0)]
     try:
         commands["train"] = shown(cmd)
+        row.training_cpus = training_cpus(old, resume)
         if resume and "train_seconds" in old:  # a trained run is only decoded again
             row.train_seconds = old["train_seconds"]
         else:
             if not (resume and budget_spent(cmd, checkpoint_progress(last))):
+                row.training_cpus = training_cpus(old, resume, host_facts(args, None))
+                stamp_training(save, shown(cmd), training_cpus=row.training_cpus)
                 run_tool(cmd, log, env, stdout_path=os.path.join(save, "train.out"))
             row.train_seconds = round(training_seconds(last) if resume else time.time() - start, 1)
-            stamp_training(save, shown(cmd), train_seconds=row.train_seconds)
+            stamp_training(save, shown(cmd), train_seconds=row.train_seconds,
+                           training_cpus=row.training_cpus)
         trained = time.time()  # wall time: the whole training (resumed or not), then what follows
         for name, value in read_train_log(os.path.join(save, "train.log.jsonl")).items():
             setattr(row, name, value)
@@ -121,7 +127,7 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
                           train_epochs=row.train_epochs, train_updates=row.train_updates,
                           train_seconds=row.train_seconds,
                           valid_ppl_by_epoch=row.valid_ppl_by_epoch,
-                          decoded_epoch=row.decoded_epoch)
+                          decoded_epoch=row.decoded_epoch, training_cpus=row.training_cpus)
             vcommands = {"train": commands["train"]}
             results.append((variant, vcommands, 0.0))
             decode_and_score(variant, corpus, ckpt, args, save, "." + file_key(key), extra,
@@ -131,6 +137,16 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
         results[-1][0].error = str(err) if isinstance(err, RuntimeError) else \
             f"{type(err).__name__}: {err} (see {log})"
     return results
+
+
+def training_cpus(stamp: dict, resume: bool, here: Optional[dict] = None) -> List[dict]:
+    """The machines (:func:`~fairseq_syntax.evaluation.host.cpu_identity`) that trained the
+    run of ``stamp`` so far, and ``here`` (the record's host of this machine, which trains
+    now). A resumed run whose stamp predates this list (2026-12-03) trained on a machine
+    not known: an entry of Nones."""
+    cpus = list(stamp.get("training_cpus") or ([cpu_identity({})] if resume else []))
+    here = here and cpu_identity(here)
+    return cpus + [here] if here and here not in cpus else cpus
 
 
 def last_epoch_checkpoints(save: str, n: int) -> List[str]:

@@ -9,10 +9,11 @@ import shlex
 from dataclasses import dataclass
 from typing import Collection, Dict, List, Optional, Sequence
 
+from fairseq_syntax.evaluation.host import same_cpu
 from fairseq_syntax.evaluation.positions import degenerated
 from fairseq_syntax.evaluation.significance import Delta, seed_mean
 
-from .comparisons import Comparisons, SeedPairs, paired_scores
+from .comparisons import Comparisons, SeedPairs, cpu_pairings, paired_scores
 from .methods import (
     BACKBONE, TRANSFORMER_BACKBONE, all_methods, method_keys, subset_validated,
 )
@@ -298,6 +299,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
              "kftt-en-ja": "KFTT En → Ja", "kftt-ja-en": "KFTT Ja → En"}.get(
         corpus_name, corpus_name) + (", trained on the GPU" if args.gpu else "")
     comparisons = comparisons or {}
+    cpu_pairs = cpu_pairings(by_key)
     methods = all_methods()
     order = method_keys(methods)
     family = {k: m.family for m in methods for k in method_keys([m])}
@@ -413,9 +415,11 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         lines += ["", f"Difference from `{backbone}` (method − backbone; 95 % interval):", ""]
         lines += significance_table([k for k in family_rows if k != backbone], comparisons,
                                     tests, tested_scores(corpus_name, comparisons),
-                                    degenerated_seeds(family_rows, by_key))
+                                    degenerated_seeds(family_rows, by_key), cpu_pairs)
         lines += seed_pairs_table(backbone, seed_pairs or {}, tests,
-                                  tested_scores(corpus_name, comparisons))
+                                  tested_scores(corpus_name, comparisons),
+                                  {int(r["seed"]): r.get("host") or {}
+                                   for r in by_key.get(backbone, [])})
         if figures_dir:
             lines += section_figures(figures_dir, section_name(args), name, backbone,
                                      [k for k in family_rows if k not in decode_only],
@@ -426,7 +430,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
         lines += [f"Branching baselines on the same test trees (DA / UA): left-branching "
                   f"{base['left DA']:.1f} / {base['left UA']:.1f}, right-branching "
                   f"{base['right DA']:.1f} / {base['right UA']:.1f}.", ""]
-    lines += seed_table(comparisons, tests, tested_scores(corpus_name, comparisons))
+    lines += seed_table(comparisons, tests, tested_scores(corpus_name, comparisons), cpu_pairs)
     lines += epoch_table([k for k in every_row if k not in decode_only], by_key, subset)
     lines += positions_table(every_row, by_key)
     lines += [
@@ -558,21 +562,57 @@ def fmt_p(p: float) -> str:
     return "p<0.001" if p < 0.0005 else f"p={p:.3f}"
 
 
+def one_cpu_label(same: Optional[bool]) -> str:
+    """A paired test's machines (:func:`~fairseq_syntax.evaluation.host.same_cpu`): yes,
+    **no** or ? (not known)."""
+    return {True: "yes", False: "**no**", None: "?"}[same]
+
+
+def one_cpu_cell(by_seed: Dict[int, Optional[bool]]) -> str:
+    """How many of a row's paired seeds ran method and backbone on one kind of machine."""
+    if not by_seed:
+        return "–"
+    flags = list(by_seed.values())
+    cell = f"{flags.count(True)} of {len(flags)}"
+    if flags.count(False):
+        cell += f", **{flags.count(False)} across CPUs**"
+    if flags.count(None):
+        cell += f", {flags.count(None)} not known"
+    return cell
+
+
+CROSS_CPU_NOTE = (
+    "One CPU: of the seeds paired, how many ran the method and the backbone on one kind of "
+    "machine (the records' CPU name, family/model, PyTorch's kernels and device; not known "
+    "where a record older than 2026-12-01 names no family/model). The same seed on another "
+    "CPU is another run, whose difference can be significant by itself (docs/same-cpu): a "
+    "difference that rests on pairs across CPUs may be the CPUs'. Run the method and its "
+    "backbone on one kind of machine, or render the pairs that did from a folder of their "
+    "records (`--results-dir`).")
+
+
 def significance_table(rows: Sequence[str], comparisons: Comparisons, tests: Sequence[str],
                        scores: Sequence[str],
-                       degenerate: Optional[Dict[str, List[int]]] = None) -> List[str]:
-    """A row per method: its difference from the backbone for every test set and score; a
-    method whose position predictor degenerated (``degenerate``: its seeds) is marked ‡."""
-    degenerate = degenerate or {}
+                       degenerate: Optional[Dict[str, List[int]]] = None,
+                       cpu_pairs: Optional[Dict[str, Dict[int, Optional[bool]]]] = None
+                       ) -> List[str]:
+    """A row per method: its difference from the backbone for every test set and score, and
+    how many of its pairs ran on one kind of machine (``cpu_pairs``: method -> seed ->
+    :func:`~fairseq_syntax.evaluation.host.same_cpu`); a method whose position predictor
+    degenerated (``degenerate``: its seeds) is marked ‡."""
+    degenerate, cpu_pairs = degenerate or {}, cpu_pairs or {}
     cols = [(t, s) for t in tests for s in scores]
     cols = [(t, s) for t, s in cols if s != "ribes" or any(  # RIBES: where it was tested
         (k, t, s) in comparisons for k in rows)]
     lines = ["| method | " + " | ".join(f"Δ {SCORE_NAMES[s]} {test_label(t)}" for t, s in cols)
-             + " |", "| --- |" + " ---: |" * len(cols)]
+             + " | one CPU |", "| --- |" + " ---: |" * len(cols) + " --- |"]
     footnotes = []
+    if any(flag is not True for key in rows for flag in cpu_pairs.get(key, {}).values()):
+        footnotes += ["", CROSS_CPU_NOTE]
     for key in rows:
         lines.append(f"| `{key}`{' ‡' if key in degenerate else ''} | " + " | ".join(
-            comparison_cell(comparisons.get((key, t, s), {})) for t, s in cols) + " |")
+            comparison_cell(comparisons.get((key, t, s), {})) for t, s in cols)
+            + f" | {one_cpu_cell(cpu_pairs.get(key, {}))} |")
         if key in degenerate:
             seeds = ", ".join(str(s) for s in degenerate[key])
             footnotes += ["", f"‡ `{key}`: its position predictor degenerated in seed(s) {seeds} "
@@ -582,10 +622,13 @@ def significance_table(rows: Sequence[str], comparisons: Comparisons, tests: Seq
 
 
 def seed_pairs_table(backbone: str, seed_pairs: SeedPairs, tests: Sequence[str],
-                     scores: Sequence[str]) -> List[str]:
+                     scores: Sequence[str], hosts: Optional[Dict[int, dict]] = None
+                     ) -> List[str]:
     """The backbone against itself: a row per pair of its seeds, Δ [interval] of the later
     seed against the earlier for every test set and score, bold where the one-seed test
-    calls it significant, and how many such false alarms there are."""
+    calls it significant, whether the two ran on one kind of machine (``hosts``: seed ->
+    its record's host), and how many such false alarms there are."""
+    hosts = hosts or {}
     cols = [(t, s) for t in tests for s in scores if (backbone, t, s) in seed_pairs]
     pairs = sorted({pair for t, s in cols for pair in seed_pairs[backbone, t, s]})
     if not pairs:
@@ -595,7 +638,7 @@ def seed_pairs_table(backbone: str, seed_pairs: SeedPairs, tests: Sequence[str],
              "training noise, so each bold cell is a false alarm of the one-seed test; the "
              "interval over seeds above allows for that noise.", "",
              "| seeds | " + " | ".join(f"Δ {SCORE_NAMES[s]} {test_label(t)}" for t, s in cols)
-             + " |", "| --- |" + " ---: |" * len(cols)]
+             + " | one CPU |", "| --- |" + " ---: |" * len(cols) + " --- |"]
     alarms = tested = 0
     for early, late in pairs:
         cells = []
@@ -608,7 +651,9 @@ def seed_pairs_table(backbone: str, seed_pairs: SeedPairs, tests: Sequence[str],
             alarms += d.significant
             text = f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}]"
             cells.append(f"**{text}**" if d.significant else text)
-        lines.append(f"| {late} − {early} | " + " | ".join(cells) + " |")
+        same = same_cpu(hosts.get(late) or {}, hosts.get(early) or {})
+        lines.append(f"| {late} − {early} | " + " | ".join(cells)
+                     + f" | {one_cpu_label(same)} |")
     return lines + ["", f"Significant: {alarms} of the {tested} tests of one seed against "
                         "another."]
 
@@ -635,15 +680,18 @@ def tested_scores(corpus_name: str, comparisons: Comparisons) -> List[str]:
             *(["ribes"] if any(s == "ribes" for _, _, s in comparisons) else [])]
 
 
-def seed_table(comparisons: Comparisons, tests: Sequence[str], scores: Sequence[str]
+def seed_table(comparisons: Comparisons, tests: Sequence[str], scores: Sequence[str],
+               cpu_pairs: Optional[Dict[str, Dict[int, Optional[bool]]]] = None
                ) -> List[str]:
-    """Every paired test: method, seed, test set, and per score Δ [interval] p."""
+    """Every paired test: method, seed, test set, per score Δ [interval] p, and whether the
+    two runs ran on one kind of machine (``cpu_pairs`` as :func:`significance_table`'s)."""
+    cpu_pairs = cpu_pairs or {}
     keys = sorted({(k, seed) for (k, _, _), by_seed in comparisons.items() for seed in by_seed})
     if not keys:
         return []
     lines = ["Each paired test (method against its backbone, same seed; Δ [95 % interval] p):",
              "", "| method | seed | test set | " + " | ".join(f"Δ {SCORE_NAMES[s]}" for s in scores)
-             + " |", "| --- | ---: | --- |" + " ---: |" * len(scores)]
+             + " | one CPU |", "| --- | ---: | --- |" + " ---: |" * len(scores) + " --- |"]
     for key, seed in keys:
         for t in tests:
             cells = []
@@ -652,7 +700,8 @@ def seed_table(comparisons: Comparisons, tests: Sequence[str], scores: Sequence[
                 cells.append("–" if d is None else
                              f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] {d.p:.3f}")
             if any(c != "–" for c in cells):
-                lines.append(f"| `{key}` | {seed} | {t} | " + " | ".join(cells) + " |")
+                same = one_cpu_label(cpu_pairs.get(key, {}).get(seed))
+                lines.append(f"| `{key}` | {seed} | {t} | " + " | ".join(cells) + f" | {same} |")
     return lines + [""]
 
 

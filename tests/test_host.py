@@ -49,6 +49,8 @@ AMD_OLD = {"cpu": "AMD EPYC", "device": "cpu"}
     (AMD_OLD, AMD_25_17, None),  # nothing differs, but one record does not say
     (AMD_OLD, AMD_OLD, None),
     (dict(AMD_25_17, device="NVIDIA H200"), AMD_25_17, False),
+    (dict(INTEL, device="NVIDIA H200"), dict(AMD_OLD, device="NVIDIA H200"), True),  # GPUs
+    (dict(INTEL, device="NVIDIA H200"), dict(INTEL, device="NVIDIA A100"), False),
     # a run trained on 26/2, resumed and decoded on 25/17, against a run all on 25/17
     (dict(AMD_25_17, training_cpus=[AMD_26_2, AMD_25_17]), AMD_25_17, False),
     (dict(AMD_25_17, training_cpus=[AMD_25_17]), AMD_25_17, True),

@@ -59,8 +59,11 @@ def same_cpu(a: dict, b: dict) -> Optional[bool]:
     """Whether two runs (their records' ``host``) ran on one kind of machine: False where
     some CPU name, device, family/model or kernels differ (or a run moved between
     machines), None where nothing differs but a record (older than 2026-12-01) names no
-    family/model, else True. The same seed on another CPU is another run (docs/same-cpu)."""
+    family/model, else True. Runs trained on GPUs compare their GPUs only. The same seed
+    on another CPU is another run (docs/same-cpu)."""
     cpus = run_cpus(a) + run_cpus(b)
+    if all(c["device"] not in (None, "cpu") for c in cpus):  # the GPU did the arithmetic
+        return len({c["device"] for c in cpus}) == 1
     known = [{k: v for k, v in c.items() if v is not None} for c in cpus]
     for key in CPU_KEYS:
         if len({c[key] for c in known if key in c}) > 1:

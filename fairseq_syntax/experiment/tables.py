@@ -583,8 +583,9 @@ def one_cpu_cell(by_seed: Dict[int, Optional[bool]]) -> str:
 
 CROSS_CPU_NOTE = (
     "One CPU: of the seeds paired, how many ran the method and the backbone on one kind of "
-    "machine (the records' CPU name, family/model, PyTorch's kernels and device; not known "
-    "where a record older than 2026-12-01 names no family/model). The same seed on another "
+    "machine (the records' CPU name, family/model, PyTorch's kernels and device; runs on "
+    "GPUs: the GPU; not known where a record older than 2026-12-01 names no family/model). "
+    "The same seed on another "
     "CPU is another run, whose difference can be significant by itself (docs/same-cpu): a "
     "difference that rests on pairs across CPUs may be the CPUs'. Run the method and its "
     "backbone on one kind of machine, or render the pairs that did from a folder of their "

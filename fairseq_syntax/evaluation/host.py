@@ -49,7 +49,7 @@ def run_cpus(host: dict) -> List[Dict[str, Optional[str]]]:
     two) and the one that decoded it (the record's own ``host``)."""
     out: List[Dict[str, Optional[str]]] = []
     for cpu in [*(host.get("training_cpus") or []), cpu_identity(host)]:
-        cpu = {k: cpu.get(k) for k in CPU_KEYS}
+        cpu = cpu_identity(cpu)
         if cpu not in out:
             out.append(cpu)
     return out

@@ -118,18 +118,25 @@ def backbones_of(by_key: Dict[str, List[dict]]) -> Dict[str, str]:
     return out
 
 
+def method_backbone_pairs(by_key: Dict[str, List[dict]], backbone_of: Dict[str, str]):
+    """(method key, seed, the backbone's record, the method's record) for every seed that a
+    method (``backbone_of``: method key -> its backbone's key) and its backbone both ran."""
+    for key, backbone in backbone_of.items():
+        base = {int(r["seed"]): r for r in by_key.get(backbone, [])}
+        for record in by_key.get(key, []):
+            seed = int(record["seed"])
+            if seed in base:
+                yield key, seed, base[seed], record
+
+
 def cpu_pairings(by_key: Dict[str, List[dict]]) -> Dict[str, Dict[int, Optional[bool]]]:
     """Method key -> seed -> whether the method's run and its backbone's run of that seed
     ran on one kind of machine (:func:`~fairseq_syntax.evaluation.host.same_cpu`; None: not
     known): a paired test across two CPUs also tests the CPUs."""
     out: Dict[str, Dict[int, Optional[bool]]] = {}
-    for key, backbone in backbones_of(by_key).items():
-        base = {int(r["seed"]): r for r in by_key.get(backbone, [])}
-        for record in by_key[key]:
-            seed = int(record["seed"])
-            if seed in base:
-                out.setdefault(key, {})[seed] = same_cpu(record.get("host") or {},
-                                                         base[seed].get("host") or {})
+    for key, seed, base, record in method_backbone_pairs(by_key, backbones_of(by_key)):
+        out.setdefault(key, {})[seed] = same_cpu(record.get("host") or {},
+                                                 base.get("host") or {})
     return out
 
 
@@ -138,13 +145,9 @@ def compare_methods(by_key: Dict[str, List[dict]], backbone_of: Dict[str, str],
     """The paired tests of every method (``backbone_of``: method key -> its backbone's key)
     against its backbone on every seed both have translations for."""
     out: Comparisons = {}
-    for key, backbone in backbone_of.items():
-        base = {int(r["seed"]): r for r in by_key.get(backbone, [])}
-        for record in by_key.get(key, []):
-            seed = int(record["seed"])
-            if seed in base:
-                for (test, score), delta in tests.of(base[seed], record).items():
-                    out.setdefault((key, test, score), {})[seed] = delta
+    for key, seed, base, record in method_backbone_pairs(by_key, backbone_of):
+        for (test, score), delta in tests.of(base, record).items():
+            out.setdefault((key, test, score), {})[seed] = delta
     return out
 
 

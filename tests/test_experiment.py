@@ -703,6 +703,45 @@ def test_ribes_is_tested_on_the_kept_tokenised_translations(tmp_path):
     assert _table(diff)["tree2seq"][2] == "–"
 
 
+def test_a_rendering_without_references_refuses_untested_pairs_and_uses_the_cache(tmp_path):
+    """``--render-only`` without the corpus's references tests from the cache only: where a
+    method's seed pairs with its backbone's (or two backbone seeds pair) but their test is not
+    cached, it stops, names the pairs and leaves the results file as it was, rather than render a cell of fewer seeds;
+    once a rendering with the references cached them, it renders the same cells."""
+    refs = {"first": [f"a dog runs on grass number {i}" for i in range(40)]}
+    corpus = _corpus_file(tmp_path, refs)
+    records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
+    argv = ["--corpus", corpus, "--render-only", "--results-dir", str(records_dir),
+            "--results", str(results), "--methods", "attentional_rnn,tree2seq"]
+    args = experiment.parse_args(argv)
+    records_dir.mkdir()
+    for key, share in (("attentional_rnn", 0.4), ("tree2seq", 0.2)):
+        for seed in (1, 2):
+            path = methods.record_path(str(records_dir), key, seed)
+            with open(path, "w") as f:
+                json.dump(_record(args, "my corpus", key, seed, {"tests": {"first": {}}}), f)
+            records.write_hypotheses(path, {"first": drop_words(refs["first"], share, seed)})
+    reference = tmp_path / "first.de"
+    kept = reference.read_text()
+    reference.unlink()  # a clone without the corpus's files
+    results.write_text("before\n")
+    with pytest.raises(SystemExit) as stop:
+        experiment.main(argv)
+    message = str(stop.value)
+    assert "the paired tests of 3 pair(s) of runs are not in" in message
+    assert ("(tree2seq seed 1 − attentional_rnn seed 1; tree2seq seed 2 − attentional_rnn "
+            "seed 2; attentional_rnn seed 2 − attentional_rnn seed 1)") in message
+    assert results.read_text() == "before\n"
+    assert not (records_dir / "significance.json").exists()
+    reference.write_text(kept)
+    assert experiment.main(argv) == 0
+    cells = _table(_section(results, "mine").split("Difference from")[1])["tree2seq"]
+    reference.unlink()
+    assert experiment.main(argv) == 0  # every test cached: the same cells without references
+    assert _table(_section(results, "mine").split("Difference from")[1])["tree2seq"] == cells
+    assert cells[0].endswith("/2)")  # both seeds tested: a cell over two seeds
+
+
 @pytest.mark.parametrize("src,tgt", [("en", "ja"), ("ja", "en")])
 def test_kftt_is_named_by_its_direction_with_its_own_budget(tmp_path, src, tgt):
     """The two directions' records and sections stay apart; KFTT has its own budget."""

@@ -339,6 +339,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         warn_cross_cpu_pairs(by_key)
         seed_pairs = compare_seeds(by_key, [BACKBONE, TRANSFORMER_BACKBONE], tests)
         tests.save()
+        if tests.untested:  # a table of fewer seeds than its records would read as complete
+            raise SystemExit(
+                f"fairseq-syntax-experiment: error: --render-only: the paired tests of "
+                f"{len(tests.untested)} pair(s) of runs are not in {tests.cache_path} "
+                f"({'; '.join(tests.untested)}), and they need the corpus's references: give "
+                f"its files (--data-bin, --corpus-dir). {args.results} is left as it was.")
         figures = os.path.join(os.path.dirname(os.path.abspath(args.results)), "figures")
         body = section_markdown(args.corpus_name, keys, by_key, args, description, failures,
                                 comparisons, figures, seed_pairs)

@@ -46,7 +46,8 @@ def paired_scores(corpus_name: str) -> List[str]:
 class PairedTests:
     """The paired tests of one run's translations against another's, on every test set and
     score both have, read from and added to the cache. A test not in the cache runs when
-    ``corpus`` (its references) is given, else it is left out."""
+    ``corpus`` (its references) is given, else it is left out and its pair of runs named in
+    ``untested``."""
 
     def __init__(self, corpus_name: str, corpus: Optional[Corpus], results_dir: str,
                  tokenize: str = "13a"):
@@ -55,6 +56,7 @@ class PairedTests:
         self.cache = read_json(self.cache_path, missing={})
         self.hyps: dict = {}
         self.added = False
+        self.untested: List[str] = []  # "METHOD seed N − METHOD seed M", in the order met
 
     def translations(self, record: dict, tokenised: bool = False) -> Optional[dict]:
         path = record.get("path")
@@ -91,7 +93,13 @@ class PairedTests:
                     [self.corpus_name, test, score, self.tokenize, N_SAMPLES, base_hyps, hyps],
                     ensure_ascii=False).encode("utf-8")).hexdigest()
                 if digest not in self.cache:
-                    refs = self.corpus and references()
+                    if self.corpus is None:
+                        pair = (f"{record.get('method')} seed {record.get('seed')} − "
+                                f"{base.get('method')} seed {base.get('seed')}")
+                        if pair not in self.untested:
+                            self.untested.append(pair)
+                        continue
+                    refs = references()
                     if refs is None:
                         continue
                     delta = paired_deltas(score, base_hyps, {"run": hyps}, refs,

@@ -705,9 +705,10 @@ def test_ribes_is_tested_on_the_kept_tokenised_translations(tmp_path):
 
 def test_a_rendering_without_references_refuses_untested_pairs_and_uses_the_cache(tmp_path):
     """``--render-only`` without the corpus's references tests from the cache only: where a
-    method's seed pairs with its backbone's (or two backbone seeds pair) but their test is not
-    cached, it stops, names the pairs and leaves the results file as it was, rather than render a cell of fewer seeds;
-    once a rendering with the references cached them, it renders the same cells."""
+    method's seed pairs with its backbone's (or two backbone seeds pair) but their test is
+    not cached, it stops, names the pairs and leaves the results file as it was, rather than
+    render a cell of fewer seeds; once a rendering with the references cached them, it
+    renders the same cells."""
     refs = {"first": [f"a dog runs on grass number {i}" for i in range(40)]}
     corpus = _corpus_file(tmp_path, refs)
     records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"

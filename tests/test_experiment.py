@@ -233,6 +233,19 @@ def test_data_bin_lines_tell_runs_of_different_data_bins_apart(tmp_path):
     assert tables.data_bin_lines([old]) == []
 
 
+def test_test_sets_line_names_every_scored_test_set_and_the_runs_that_lack_one():
+    """The section names each test set the records score; where a record of version 1
+    scored only the first, it says how many runs score each."""
+    def run(*tests):
+        return {"scores": {"tests": {t: {"bleu": 1.0} for t in tests}}}
+    every = [run("test_2016_flickr", "test_2017_flickr")] * 2
+    assert tables.test_sets_line(every) == [
+        "* Test sets scored: `test_2016_flickr`, `test_2017_flickr`."]
+    assert tables.test_sets_line([*every, run("test_2016_flickr")]) == [
+        "* Test sets scored: `test_2016_flickr`, `test_2017_flickr` (2 of the 3 runs)."]
+    assert tables.test_sets_line([{"scores": {}}]) == []
+
+
 def test_epoch_table_marks_runs_that_fairseq_validated_on_a_subset():
     """fairseq's own datasets drop a last valid batch whose size is not a multiple of 8
     (fairseq #5036): the rows of ``--task translation`` methods say so."""

@@ -70,6 +70,18 @@ def test_names(runs: Sequence[dict]) -> List[str]:
     return names
 
 
+def test_sets_line(runs: Sequence[dict]) -> List[str]:
+    """The section's line naming every test set its records score, and how many runs score
+    each where not all do (records of version 1 scored the first test set only)."""
+    names = test_names(runs)
+    if not names:
+        return []
+    scored = [sum(name in r["scores"].get("tests", {}) for r in runs) for name in names]
+    return ["* Test sets scored: " + ", ".join(
+        f"`{name}`" + ("" if n == len(runs) else f" ({n} of the {len(runs)} runs)")
+        for name, n in zip(names, scored)) + "."]
+
+
 def columns_of(corpus_name: str, tests: Sequence[str], family: str) -> List[tuple]:
     """The columns of a family's results table: (header, [(score, test set or None)],
     digits) per cell; BLEU and chrF of every test set first."""
@@ -336,7 +348,7 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
     budget = " and ".join(
         [*([f"{args.updates} updates"] if args.updates else []),
          *([f"{args.epochs} epochs"] if args.epochs else [])])
-    lines += [f"* Data: {description}.", *data_bin_lines(runs)]
+    lines += [f"* Data: {description}.", *test_sets_line(runs), *data_bin_lines(runs)]
     lines += [] if not rows else [
         f"* Same budget and sizes for every method: {budget} of at most {args.max_tokens} "
         "tokens"

@@ -41,7 +41,7 @@ EXPERIMENT = [
     "--valid-size", "40", "--test-size", "37", "--gen-size", "20", "--vocab-size", "120",
     "--methods", "attentional_rnn,sa_nmt_shared", "--updates", "4", "--embed-dim", "16",
     "--encoder-hidden", "16", "--decoder-hidden", "32", "--max-tokens", "800", "--jobs", "2",
-    "--step-time-batches", "2",
+    "--step-time-batches", "2", "--progress-seconds", "0.2",
 ]
 RECORD_KEYS = {"format", "method", "seed", "settings", "scores", "commands", "wall_seconds",
                "date", "host", "run_dir", "data_bin", "data_bin_digest", "experiment_command"}
@@ -377,6 +377,14 @@ def experiment_run(tmp_path_factory):
 def test_experiment_table_equals_scorers(experiment_run):
     work, results = experiment_run["work"], experiment_run["results"]
     assert "[2/2]" in experiment_run["stderr"]
+    # each run's progress, read from its fairseq log while it was under way: its last line
+    # comes once all 4 updates are trained, while the run decodes
+    for key in ("attentional_rnn", "sa_nmt_shared"):
+        lines = [line for line in experiment_run["stderr"].splitlines()
+                 if line.startswith(f"[progress] {key} seed 1 |")]
+        assert lines[-1].startswith(f"[progress] {key} seed 1 |{'█' * 20}| 100 % epoch ")
+        assert ", update 4 of 4, " in lines[-1]
+        assert lines[-1].endswith("; trained, now decoding and scoring")
     text = results.read_text()
     assert "intro kept" in text and "old m30k" in text and "stale" not in text
     section = _section(results)

@@ -27,7 +27,9 @@ and its old record, with its translations, is moved to ``RESULTS_DIR/replaced/``
 new one is written: a rerun on another data-bin of the same corpus loses nothing.
 Invocations can share a ``--workdir``: a run's folder is locked while it trains
 (``runs/METHOD/seedN.lock``), and a run another invocation is training is left to it
-(``[busy] METHOD seed N``).
+(``[busy] METHOD seed N``). While a run trains, a line ``[progress] METHOD seed N |bar|``
+says how far it is through its budget (epochs, updates) and the time left, each time its
+fairseq log moves on (:mod:`fairseq_syntax.experiment.progress`).
 
 Methods: every registered architecture of the plugin (the backbone ``attentional_rnn``
 first), the backbone under ``supervised_attention_cross_entropy`` (gold/eflomal
@@ -89,8 +91,9 @@ from fairseq_syntax.experiment.records import (
     REPLACED_DIR, changed_settings, host_facts, hypotheses_path, keep_replaced, places_of,
     read_record, read_records, run_record, write_hypotheses, write_record,
 )
-from fairseq_syntax.experiment.commands import run_settings
-from fairseq_syntax.experiment.runs import run_dir, run_method
+from fairseq_syntax.experiment.commands import run_settings, train_command
+from fairseq_syntax.experiment.progress import INTERVAL as PROGRESS_INTERVAL, ProgressMonitor
+from fairseq_syntax.experiment.runs import run_dir, run_method, training_budget
 from fairseq_syntax.experiment.tables import (
     fmt, no_matching_record, section_markdown, section_name, table_records, update_results,
 )
@@ -217,6 +220,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None,
                    help="OMP/MKL threads per tool process (default: 1 when --jobs > 1, "
                    "else torch's default)")
+    p.add_argument("--progress-seconds", type=float, default=PROGRESS_INTERVAL,
+                   help="how often to look at the training logs for the [progress] lines (a "
+                   "bar, epochs and updates of the budget, time left) of the runs under way; "
+                   f"0: no such lines (default {PROGRESS_INTERVAL:g})")
     p.add_argument("--results", default=DEFAULT_RESULTS,
                    help="Markdown file whose corpus section (with --gpu: the CORPUS-gpu "
                    "section) is rewritten (default: docs/RESULTS.md)")
@@ -413,9 +420,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     def train_and_record(method: Method, seed: int) -> None:
         t0 = time.time()
+        label, save = f"{method.key} seed {seed}", run_dir(args, method.key, seed)
         with lock:
-            print(f"[start] {method.key} seed {seed}", file=sys.stderr, flush=True)
-        results = run_method(method, seed, corpus, args, env)
+            print(f"[start] {label}", file=sys.stderr, flush=True)
+        progress.add(label, os.path.join(save, "train.log.jsonl"),
+                     training_budget(train_command(method, corpus, args, save, seed)))
+        try:
+            results = run_method(method, seed, corpus, args, env)
+        finally:
+            progress.remove(label)
         with lock:
             for row, commands, wall in results:
                 if row.error:
@@ -437,8 +450,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f"({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
             render()  # a killed experiment still leaves an up-to-date table
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        list(pool.map(one, todo))
+    progress = ProgressMonitor(lock, args.progress_seconds)  # a bar and an ETA per run
+    if args.progress_seconds > 0:
+        progress.start()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            list(pool.map(one, todo))
+    finally:
+        progress.stop()
     body = render()
     print(body)
     print(f"wrote the {section_name(args)} section of {args.results} "

@@ -53,3 +53,24 @@ def epoch_stats(path: str) -> Dict[int, dict]:
             if key in record:
                 epoch[key] = float(record[key])
     return stats
+
+
+def training_position(path: str) -> dict:
+    """How far training has come by the log: ``epochs``, the epochs done with the share of the
+    one under way (fairseq's ``update`` field, epoch − 1 + the share; an epoch's summary or
+    validation line counts it whole), and ``updates``, the last update number logged; zeros
+    before the first line (or without a log)."""
+    position = {"epochs": 0.0, "updates": 0}
+    try:
+        records = log_records(path)
+    except FileNotFoundError:
+        return position
+    for stats in records:
+        if "update" in stats:
+            position["epochs"] = max(position["epochs"], float(stats["update"]))
+        elif "epoch" in stats and any(k.startswith(("train_", "valid_")) for k in stats):
+            position["epochs"] = max(position["epochs"], float(stats["epoch"]))
+        for name in ("num_updates", "train_num_updates", "valid_num_updates"):
+            if name in stats:
+                position["updates"] = max(position["updates"], int(float(stats[name])))
+    return position

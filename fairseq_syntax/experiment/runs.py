@@ -181,14 +181,23 @@ def budget_spent(cmd: Sequence[str], progress: Optional[dict]) -> bool:
     ``--max-epoch`` budget it checks before the epoch, training none.)"""
     if not progress:
         return False
+    budget = training_budget(cmd)
+    updates, hours = budget["updates"], budget["hours"]
+    return (updates is not None and progress["updates"] >= updates) or \
+        (hours is not None and progress["seconds"] > hours * 3600)
+
+
+def training_budget(cmd: Sequence[str]) -> dict:
+    """The budget of the training command ``cmd``: ``--max-epoch`` (``epochs``),
+    ``--max-update`` (``updates``) and ``--stop-time-hours`` (``hours``); None where not
+    given (fairseq's 0 is no limit too)."""
     cmd = list(map(str, cmd))
 
     def value(option: str) -> Optional[float]:
         return float(cmd[cmd.index(option) + 1]) if option in cmd else None
 
-    updates, hours = value("--max-update"), value("--stop-time-hours")
-    return (updates is not None and progress["updates"] >= updates) or \
-        (hours is not None and progress["seconds"] > hours * 3600)
+    return {name: (value(option) or None) for name, option in (
+        ("epochs", "--max-epoch"), ("updates", "--max-update"), ("hours", "--stop-time-hours"))}
 
 
 def training_seconds(checkpoint: str) -> float:

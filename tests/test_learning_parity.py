@@ -11,6 +11,7 @@ from fairseq.models import ARCH_MODEL_REGISTRY
 from fairseq_syntax.cli.parity import get_parser
 from fairseq_syntax.evaluation.architectures import BACKBONE, plugin_architectures, rnn_architectures
 from fairseq_syntax.evaluation.fairseq_log import log_records
+from fairseq_syntax.experiment import parity as parity_module
 from fairseq_syntax.experiment.parity import LSTM, parity
 from fairseq_syntax.models.attentional_rnn import AttentionalRNNModel
 from fairseq_syntax.modules.tree_lstm import TreeLSTMCell
@@ -99,7 +100,7 @@ def _train_stats(path):
 
 
 def test_both_models_train_on_the_same_batches_and_a_changed_backbone_afresh(
-        synthetic_databin, synthetic_raw, tmp_path):
+        synthetic_databin, synthetic_raw, tmp_path, monkeypatch):
     """``fairseq-syntax-parity``'s side-by-side run: fairseq's lstm and the backbone see the
     same batches (fairseq's words and sentences per batch, epoch by epoch), and the summary's
     valid losses are fairseq's. A second run sharing the folder keeps lstm's training and
@@ -111,7 +112,18 @@ def test_both_models_train_on_the_same_batches_and_a_changed_backbone_afresh(
     2.98 / 1.75, 2.91 / 1.86, 2.59 / 2.86): the function equivalence and the initialisation
     tests above carry the claim, and docs/benchmarks.md gives the command's figures on
     Multi30k."""
+    followed = []  # the [progress] lines follow each model's log against its budget
+
+    class Followed(parity_module.ProgressMonitor):
+        def add(self, label, log_path, budget):
+            followed.append((label, log_path, budget))
+            super().add(label, log_path, budget)
+
+    monkeypatch.setattr(parity_module, "ProgressMonitor", Followed)
     first = _parity(synthetic_databin, synthetic_raw, tmp_path)
+    budget = {"epochs": 2.0, "updates": None, "hours": None}
+    assert followed == [(name, str(tmp_path / name / "train.log.jsonl"), budget)
+                        for name in (LSTM, BACKBONE)]
     stats = {name: _train_stats(tmp_path / name / "train.log.jsonl") for name in (LSTM, BACKBONE)}
     assert list(stats[LSTM]) == list(stats[BACKBONE]) == [1, 2]
     for epoch, lstm in stats[LSTM].items():
@@ -125,6 +137,7 @@ def test_both_models_train_on_the_same_batches_and_a_changed_backbone_afresh(
     lstm_log = (tmp_path / f"{LSTM}.log").stat().st_mtime_ns
     second = _parity(synthetic_databin, synthetic_raw, tmp_path, "--init-uniform 0")
     assert (tmp_path / f"{LSTM}.log").stat().st_mtime_ns == lstm_log  # not trained again
+    assert [label for label, _, _ in followed[2:]] == [BACKBONE]
     assert second[LSTM] == first[LSTM]
     assert second[BACKBONE]["updates"] == first[BACKBONE]["updates"]  # the same budget
     # afresh: a resumed run would load the first run's weights and give its loss again

@@ -6,7 +6,8 @@ import threading
 
 from fairseq_syntax.evaluation.fairseq_log import training_position
 from fairseq_syntax.experiment.progress import ProgressMonitor, duration, fraction_done
-from fairseq_syntax.experiment.runs import budget_spent, training_budget
+from fairseq_syntax.experiment.runs import budget_spent
+from fairseq_syntax.experiment.tools import training_budget
 
 CONFIG = "{'_name': None, 'common': {'log_format': 'json'}}\n"  # the repr fairseq logs first
 

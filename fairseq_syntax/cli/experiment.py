@@ -93,11 +93,11 @@ from fairseq_syntax.experiment.records import (
 )
 from fairseq_syntax.experiment.commands import run_settings, train_command
 from fairseq_syntax.experiment.progress import INTERVAL as PROGRESS_INTERVAL, ProgressMonitor
-from fairseq_syntax.experiment.runs import run_dir, run_method, training_budget
+from fairseq_syntax.experiment.runs import run_dir, run_method
 from fairseq_syntax.experiment.tables import (
     fmt, no_matching_record, section_markdown, section_name, table_records, update_results,
 )
-from fairseq_syntax.experiment.tools import exclusive_lock, tool_env, tool_threads
+from fairseq_syntax.experiment.tools import exclusive_lock, tool_env, tool_threads, training_budget
 
 
 def per_corpus(key: str) -> str:

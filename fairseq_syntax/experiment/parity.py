@@ -6,6 +6,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 from typing import Dict, List
 
 from fairseq_syntax.evaluation.architectures import BACKBONE, FAIRSEQ_LSTM, task_arch_args
@@ -15,8 +16,12 @@ from fairseq_syntax.user_dir import user_dir
 
 from .corpora import prepare_corpus
 from .methods import DECODING, Row
+from .progress import ProgressMonitor
 from .scoring import score_test_set
-from .tools import die_with_parent, resumable_training, shown, stamp_training, tool_env, write_atomically
+from .tools import (
+    die_with_parent, resumable_training, shown, stamp_training, tool_env, training_budget,
+    write_atomically,
+)
 
 LSTM = FAIRSEQ_LSTM
 
@@ -82,7 +87,14 @@ def parity(args) -> dict:
             if not (resumable_training(saves[name], shown(cmd)) or {}).get("done")}
     if todo:
         print(f"training {', '.join(todo)} side by side ...", file=sys.stderr, flush=True)
-        run_side_by_side(todo, env, args.workdir)
+        progress = ProgressMonitor(threading.Lock())  # a [progress] line per model
+        for name, cmd in todo.items():
+            progress.add(name, os.path.join(saves[name], "train.log.jsonl"), training_budget(cmd))
+        progress.start()
+        try:
+            run_side_by_side(todo, env, args.workdir)
+        finally:
+            progress.stop()
         for name in todo:
             stamp_training(saves[name], shown(commands[name]), done=True)
     tests = [] if args.no_decode else corpus.test_sets

@@ -24,7 +24,7 @@ from .scoring import (
 )
 from .tools import (
     average_checkpoints, resumable_training, run_function, run_tool, shown, smoothed_loss_floor,
-    stamp_training, target_vocab_size, tool_threads, whole_split_loss,
+    stamp_training, target_vocab_size, tool_threads, training_budget, whole_split_loss,
 )
 
 
@@ -186,18 +186,6 @@ def budget_spent(cmd: Sequence[str], progress: Optional[dict]) -> bool:
     return (updates is not None and progress["updates"] >= updates) or \
         (hours is not None and progress["seconds"] > hours * 3600)
 
-
-def training_budget(cmd: Sequence[str]) -> dict:
-    """The budget of the training command ``cmd``: ``--max-epoch`` (``epochs``),
-    ``--max-update`` (``updates``) and ``--stop-time-hours`` (``hours``); None where not
-    given (fairseq's 0 is no limit too)."""
-    cmd = list(map(str, cmd))
-
-    def value(option: str) -> Optional[float]:
-        return float(cmd[cmd.index(option) + 1]) if option in cmd else None
-
-    return {name: (value(option) or None) for name, option in (
-        ("epochs", "--max-epoch"), ("updates", "--max-update"), ("hours", "--stop-time-hours"))}
 
 
 def training_seconds(checkpoint: str) -> float:

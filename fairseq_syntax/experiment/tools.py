@@ -269,3 +269,16 @@ def target_vocab_size(databin: str) -> int:
     with open(manifest) as f:
         target = json.load(f)["target_lang"]
     return len(Dictionary.load(os.path.join(databin, f"dict.{target}.txt")))
+
+
+def training_budget(cmd: Sequence[str]) -> dict:
+    """The budget of the training command ``cmd``: ``--max-epoch`` (``epochs``),
+    ``--max-update`` (``updates``) and ``--stop-time-hours`` (``hours``); None where not
+    given (fairseq's 0 is no limit too)."""
+    cmd = list(map(str, cmd))
+
+    def value(option: str) -> Optional[float]:
+        return float(cmd[cmd.index(option) + 1]) if option in cmd else None
+
+    return {name: (value(option) or None) for name, option in (
+        ("epochs", "--max-epoch"), ("updates", "--max-update"), ("hours", "--stop-time-hours"))}

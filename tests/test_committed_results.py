@@ -12,7 +12,7 @@ import pytest
 from fairseq_syntax.cli import experiment
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SAME_CPU_MULTI30K = ("attentional_rnn,tree2seq,sa_nmt_shared,sdatt_double_syntax,"
+SAME_CPU_MULTI30K = ("attentional_rnn,lstm,tree2seq,sa_nmt_shared,sdatt_double_syntax,"
                      "syntax_transformer,fairseq_transformer,"
                      "syntax_transformer+supervised_attention,transformer_align,"
                      "tree2seq_transformer")

@@ -7,10 +7,9 @@ seed and budget, one thread each, then decodes the test split(s) of both with be
 Prints a [progress] line per model while both train
 (:mod:`fairseq_syntax.experiment.progress`), then the valid perplexity after every epoch,
 training words/s (fairseq's ``train_wps``, mean over epochs) and BLEU / chrF, and writes
-them to ``WORKDIR/parity.json``. Run again
-in the same WORKDIR, a model whose training command is unchanged is kept (decoded again,
-or resumed from its ``checkpoint_last.pt`` if it was killed) and one whose command changed
-is trained afresh.
+them to ``WORKDIR/parity.json``. Run again in the same WORKDIR, a model whose training
+command is unchanged is kept (decoded again, or resumed from its ``checkpoint_last.pt`` if
+it was killed) and one whose command changed is trained afresh.
 
 Example (the setting of the README's table)::
 

@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from fairseq_syntax.cli import experiment
+from fairseq_syntax.experiment.tables import read_sections as sections
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAME_CPU_MULTI30K = ("attentional_rnn,lstm,tree2seq,sa_nmt_shared,sdatt_double_syntax,"
@@ -40,11 +41,6 @@ RENDERINGS = [
 ]
 RENDERED_ON = re.compile(r"(Rendered by `fairseq-syntax-experiment` on )\d{4}-\d{2}-\d{2}")
 INTERVAL = re.compile(r"([+−-]?\d+\.\d+) \[([+−-]?\d+\.\d+), ([+−-]?\d+\.\d+)\]")
-
-
-def sections(text: str) -> dict:
-    """Section name -> the text between its ``<!-- NAME:begin/end -->`` markers."""
-    return dict(re.findall(r"<!-- (\S+):begin -->(.*?)<!-- \1:end -->", text, re.S))
 
 
 def quoted_intervals(text: str) -> list:

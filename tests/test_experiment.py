@@ -64,7 +64,7 @@ def _table(text):
 
 
 def _section(path, corpus="synthetic"):
-    return path.read_text().split(f"<!-- {corpus}:begin -->")[1].split(f"<!-- {corpus}:end -->")[0]
+    return tables.read_sections(path.read_text())[corpus]
 
 
 def _percent(value):

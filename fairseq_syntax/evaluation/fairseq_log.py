@@ -3,6 +3,9 @@ every line, and the views the experiment, parity and benchmark take of them."""
 import json
 from typing import Dict, List
 
+# the update number in fairseq's lines: during an epoch, at its end, and at its validation
+UPDATE_KEYS = ("num_updates", "train_num_updates", "valid_num_updates")
+
 
 def log_records(path: str) -> List[dict]:
     """The JSON object of every line of fairseq-train's ``--log-file`` (other lines, such as
@@ -32,7 +35,7 @@ def read_train_log(path: str) -> dict:
             out["train_epochs"] = int(stats["epoch"])
             valid_of_epoch[int(stats["epoch"])] = (float(stats["valid_loss"]),
                                                    float(stats["valid_ppl"]))
-        for name in ("num_updates", "train_num_updates", "valid_num_updates"):
+        for name in UPDATE_KEYS:
             if name in stats:
                 out["train_updates"] = int(float(stats[name]))
     if valid_of_epoch:
@@ -70,7 +73,7 @@ def training_position(path: str) -> dict:
             position["epochs"] = max(position["epochs"], float(stats["update"]))
         elif "epoch" in stats and any(k.startswith(("train_", "valid_")) for k in stats):
             position["epochs"] = max(position["epochs"], float(stats["epoch"]))
-        for name in ("num_updates", "train_num_updates", "valid_num_updates"):
+        for name in UPDATE_KEYS:
             if name in stats:
                 position["updates"] = max(position["updates"], int(float(stats[name])))
     return position

@@ -822,10 +822,22 @@ def section_name(args) -> str:
     return args.corpus_name + ("-gpu" if args.gpu else "")
 
 
+def section_markers(name: str) -> tuple:
+    """The comment lines that open and close the section ``name`` of a results file."""
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def read_sections(text: str) -> Dict[str, str]:
+    """Every section of a results file's ``text``: name -> what stands between its markers."""
+    begin, end = (re.escape(marker).split("NAME") for marker in section_markers("NAME"))
+    pattern = begin[0] + r"(\S+)" + begin[1] + "(.*?)" + end[0] + r"\1" + end[1]
+    return dict(re.findall(pattern, text, re.S))
+
+
 def update_results(path: str, corpus: str, body: str) -> None:
     """Replace (or append) the ``corpus`` section of the results file (atomically; the
     experiments of other corpora that share the file wait their turn, none undoes another's)."""
-    begin, end = f"<!-- {corpus}:begin -->", f"<!-- {corpus}:end -->"
+    begin, end = section_markers(corpus)
     with folder_lock(os.path.dirname(os.path.abspath(path))):
         old = open(path, encoding="utf-8").read() if os.path.exists(path) else HEADER
         block = f"{begin}\n{body}{end}"

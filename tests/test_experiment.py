@@ -1576,6 +1576,40 @@ def test_references_with_html_entities_are_unescaped_as_training_text_was(tmp_pa
     assert corpus.references(corpus.test_sets[0]) == ["Kyoto 's temples", "A & B"]
 
 
+def test_a_description_names_its_mistakes_instead_of_falling_back_to_defaults(tmp_path):
+    """A misspelt key, a test set's unknown key or a tokenizer sacreBLEU does not know stop
+    with the file's name and what is known, before anything trains; without
+    ``bleu_tokenize`` the tokenizer is sacreBLEU's own choice for the target language
+    (its documented defaults: zh, ja-mecab, ko-mecab, else 13a)."""
+    from fairseq_syntax.evaluation.corpus import CorpusError, load_corpus
+
+    path = _corpus_file(tmp_path, {"test": ["a b"]})
+    spec = json.loads(open(path).read())
+
+    def load(**changes):
+        with open(path, "w") as f:
+            json.dump({**spec, **changes}, f)
+        return load_corpus(path)
+
+    for target, tokenizer in (("de", "13a"), ("ja", "ja-mecab"), ("zh", "zh"),
+                              ("ko", "ko-mecab"), ("fr", "13a")):
+        (tmp_path / "data-bin" / f"test.en-{target}.en.bin").write_bytes(b"")
+        assert load(target=target).bleu_tokenize == tokenizer
+    assert load(target="ja", bleu_tokenize="char").bleu_tokenize == "char"
+    with pytest.raises(CorpusError, match=r"corpus.json: unknown key\(s\) bleu_tokenizer; "
+                                          r"known: name, source, target, data_bin, test_sets"):
+        load(bleu_tokenizer="ja-mecab")
+    with pytest.raises(CorpusError, match=r"corpus.json: bleu_tokenize 'mecab': one of "
+                                          r"sacreBLEU's none, zh, 13a, intl, char, ja-mecab"):
+        load(bleu_tokenize="mecab")
+    tests = [{**spec["test_sets"][0], "refrence_tok": "test.de"}]
+    with pytest.raises(CorpusError, match=r"corpus.json: test_sets\[0\]: unknown key\(s\) "
+                                          r"refrence_tok; known: name, subset, reference"):
+        load(test_sets=tests)
+    with pytest.raises(CorpusError, match=r"corpus.json: test_sets is a list of objects"):
+        load(test_sets="test.de")
+
+
 def test_flattening_reads_each_backbones_last_epoch():
     """Where no loss floor is known, the budget's check is the backbone's last epoch: its
     relative fall in valid ppl per seed, flattened only when every seed's is under 2 % and

@@ -2,8 +2,10 @@
 hypotheses become text, sacreBLEU's tokenizer and which extra scores apply.
 
 A user's corpus is a JSON file (``fairseq-syntax-experiment --corpus my_corpus.json``;
-relative paths are relative to the file's folder; ``"unescape_references": true`` where
-the raw references keep HTML entities that tokenising unescaped, as KFTT's do)::
+relative paths are relative to the file's folder; ``bleu_tokenize`` defaults to sacreBLEU's
+own choice for the target language; ``"unescape_references": true`` where the raw
+references keep HTML entities that tokenising unescaped, as KFTT's do; a key not named here
+is an error, not ignored)::
 
     {"name": "my-en-ja", "source": "en", "target": "ja", "data_bin": "data-bin",
      "description": "my corpus, 200k pairs, en_core_web_sm parses, eflomal alignments",
@@ -21,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence
 
-from fairseq_syntax.evaluation.translation_scores import bleu_tokenization
+from fairseq_syntax.evaluation.translation_scores import bleu_tokenization, bleu_tokenizations
 from fairseq_syntax.syntax.errors import SyntaxInputError
 from fairseq_syntax.syntax.text_io import read_text_lines
 
@@ -35,6 +37,11 @@ EXTRA_SCORES = {
 }
 FIRST_TEST_SET_ONLY = ("aer", "induced_trees")  # scored on the first test set alone
 DETOKENIZERS = ("none", "synthetic", "glue:PATH")
+# the keys a description file may hold (a misspelt one would silently fall back to a default)
+DESCRIPTION_KEYS = ("name", "source", "target", "data_bin", "test_sets", "description",
+                    "detokenizer", "bleu_tokenize", "scores", "unescape_references")
+TEST_SET_KEYS = ("name", "subset", "reference", "reference_tok", "source_trees",
+                 "gold_alignments")
 
 
 @dataclass
@@ -108,6 +115,19 @@ def read_description(path: str) -> dict:
     missing = [k for k in ("name", "source", "target", "data_bin", "test_sets") if k not in spec]
     if missing:
         raise CorpusError(f"{path}: missing key(s) {', '.join(missing)}")
+    unknown = [k for k in spec if k not in DESCRIPTION_KEYS]
+    if unknown:
+        raise CorpusError(f"{path}: unknown key(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(DESCRIPTION_KEYS)}")
+    tests = spec["test_sets"]
+    if not isinstance(tests, list) or not tests or not all(isinstance(t, dict) for t in tests):
+        raise CorpusError(f"{path}: test_sets is a list of objects, one per test set "
+                          f"({', '.join(TEST_SET_KEYS)})")
+    for i, t in enumerate(tests):
+        unknown = [k for k in t if k not in TEST_SET_KEYS]
+        if unknown:
+            raise CorpusError(f"{path}: test_sets[{i}]: unknown key(s) {', '.join(unknown)}; "
+                              f"known: {', '.join(TEST_SET_KEYS)}")
     return spec
 
 
@@ -133,7 +153,8 @@ def load_corpus(path: str) -> Corpus:
         detok = "glue:" + where(detok[5:])
     corpus = Corpus(spec["name"], spec["source"], spec["target"], where(spec["data_bin"]),
                     tests, description_of(spec), detok,
-                    spec.get("bleu_tokenize", "13a"), list(spec.get("scores", [])),
+                    spec.get("bleu_tokenize", bleu_tokenization(spec["target"])),
+                    list(spec.get("scores", [])),
                     bool(spec.get("unescape_references", False)))
     check_corpus(corpus, path)
     return corpus
@@ -145,11 +166,14 @@ def description_of(spec: dict) -> str:
 
 
 def check_corpus(corpus: Corpus, origin: str) -> None:
-    """Raise :class:`CorpusError` (naming ``origin``) for a missing file, an unknown score or
-    detokeniser, or a test set without what one of its scores needs."""
+    """Raise :class:`CorpusError` (naming ``origin``) for a missing file, an unknown score,
+    detokeniser or sacreBLEU tokenizer, or a test set without what one of its scores needs."""
     unknown = [s for s in corpus.scores if s not in EXTRA_SCORES]
     if unknown:
         raise CorpusError(f"{origin}: unknown score(s) {unknown}; known: {', '.join(EXTRA_SCORES)}")
+    if corpus.bleu_tokenize not in bleu_tokenizations():
+        raise CorpusError(f"{origin}: bleu_tokenize {corpus.bleu_tokenize!r}: one of sacreBLEU's "
+                          f"{', '.join(bleu_tokenizations())}")
     if corpus.detokenizer not in ("none", "synthetic") and not corpus.detokenizer.startswith("glue:"):
         raise CorpusError(f"{origin}: detokenizer {corpus.detokenizer!r}: one of "
                           f"{', '.join(DETOKENIZERS)}")

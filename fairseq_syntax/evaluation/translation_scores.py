@@ -1,8 +1,9 @@
 """BLEU, chrF and RIBES of translations: the one scorer of the harness and the recipes.
 
 * BLEU: sacreBLEU on the detokenised hypotheses against the raw references, with the
-  corpus's tokenizer (``ja-mecab`` for Japanese output: MeCab + IPAdic, offline; ``13a``
-  otherwise, :func:`bleu_tokenization`).
+  corpus's tokenizer, by default sacreBLEU's own choice for the target language
+  (:func:`bleu_tokenization`: ``ja-mecab`` for Japanese output, MeCab + IPAdic, offline;
+  ``13a`` for most languages).
 * chrF: sacreBLEU's chrF on the same text (character n-grams: no tokenisation).
 * RIBES (Isozaki et al. 2010; the metric of Eriguchi et al. 2016) on tokenised output: the
   model's own words (its output before detokenisation) against the references in the
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from sacrebleu.metrics.base import Metric, Score, Signature
+from sacrebleu.metrics.bleu import BLEU
 
 from fairseq_syntax.syntax.ribes import ALPHA, BETA, corpus_ribes, sentence_ribes
 
@@ -31,8 +33,14 @@ class TranslationScores:
 
 
 def bleu_tokenization(lang: str) -> str:
-    """sacreBLEU's tokenizer for output in ``lang``: ``ja-mecab`` for Japanese, else ``13a``."""
-    return "ja-mecab" if lang == "ja" else "13a"
+    """sacreBLEU's own tokenizer for output in ``lang``, as ``BLEU(trg_lang=lang)`` chooses
+    it: ``zh``, ``ja-mecab`` or ``ko-mecab`` for Chinese, Japanese or Korean, else ``13a``."""
+    return BLEU._TOKENIZER_MAP.get(lang, BLEU.TOKENIZER_DEFAULT)
+
+
+def bleu_tokenizations() -> List[str]:
+    """The names sacreBLEU's ``BLEU(tokenize=...)`` takes."""
+    return list(BLEU.TOKENIZERS)
 
 
 def score_translations(hypotheses: Sequence[str], references: Sequence[str], bleu_tokenize: str,
@@ -40,7 +48,7 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str], ble
                        references_tok: Optional[Sequence[str]] = None) -> TranslationScores:
     """Score detokenised ``hypotheses`` against raw ``references`` (one per sentence) with
     sacreBLEU's ``bleu_tokenize``; RIBES when the tokenised text of both is given."""
-    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.metrics import CHRF
 
     hyps, refs = list(hypotheses), list(references)
     if len(refs) != len(hyps):

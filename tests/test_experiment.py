@@ -953,6 +953,25 @@ def test_fairseq_lstm_is_trained_as_the_backbones_peer():
                             method="lstm", arch="lstm")
 
 
+def test_fairseq_command_lines_have_one_builder_each():
+    """Every ``fairseq-train`` and ``fairseq-generate`` command of the package (experiment,
+    parity, benchmark, AER) comes from ``evaluation/fairseq_commands.py``; the generate
+    builder puts the plugin's user dir first, whatever the task."""
+    import pathlib
+    from fairseq_syntax.evaluation.fairseq_commands import fairseq_generate_command
+    from fairseq_syntax.user_dir import user_dir
+
+    assert fairseq_generate_command("BIN", ["--task", "translation"], "CK", "test1",
+                                    ["--beam", "5", "--cpu"]) == [
+        "fairseq-generate", "BIN", "--user-dir", user_dir(), "--task", "translation",
+        "--path", "CK", "--gen-subset", "test1", "--beam", "5", "--cpu"]
+    package = pathlib.Path(user_dir())
+    builders = sorted(str(f.relative_to(package)) for f in package.rglob("*.py")
+                      for head in ('["fairseq-train"', '["fairseq-generate"')
+                      if head in f.read_text(encoding="utf-8"))
+    assert builders == ["evaluation/fairseq_commands.py"] * 2
+
+
 def test_whole_split_loss_reads_every_sentence_that_fairseqs_validation_leaves_out(
         synthetic_databin, tmp_path):
     """fairseq 0.12's translation task leaves a last batch whose size is not a multiple of 8

@@ -1,5 +1,5 @@
-"""The one builder of ``fairseq-train`` command lines (experiment, parity, benchmark) and
-the RNN backbone's size options."""
+"""The one builder of ``fairseq-train`` and of ``fairseq-generate`` command lines
+(experiment, parity, benchmark) and the RNN backbone's size options."""
 from typing import List, Sequence
 
 from fairseq_syntax.user_dir import user_dir
@@ -24,3 +24,12 @@ def fairseq_train_command(databin: str, options: Sequence[str], save: str, seed:
             *(["--num-workers", "0"] if workers else []), "--save-dir", save, *checkpoints,
             "--no-progress-bar", "--log-format", "json", "--log-file", log_file,
             "--log-interval", str(log_interval), *after]
+
+
+def fairseq_generate_command(databin: str, task_options: Sequence[str], checkpoint: str,
+                             subset: str, options: Sequence[str]) -> List[str]:
+    """``fairseq-generate DATABIN --user-dir PLUGIN TASK_OPTIONS --path CHECKPOINT
+    --gen-subset SUBSET OPTIONS``: the plugin's user dir for every task, so that torch's safe
+    loader reads fairseq's own checkpoints too."""
+    return ["fairseq-generate", databin, "--user-dir", user_dir(), *task_options,
+            "--path", checkpoint, "--gen-subset", subset, *options]

@@ -11,11 +11,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from fairseq_syntax.user_dir import user_dir
 
 from .architectures import BACKBONE, task_arch_args
 from .checkpoints import training_config
-from .fairseq_commands import fairseq_train_command, rnn_size_args
+from .fairseq_commands import fairseq_generate_command, fairseq_train_command, rnn_size_args
 from .fairseq_log import epoch_stats
 
 
@@ -94,11 +93,9 @@ def benchmark_run(label: str, arch: str, extra: Sequence[str], databin: str, wor
         return row
     row.train_wps = last_train_wps(save + ".train.jsonl")
     row.peak_rss_mb = rss
-    generate = ["fairseq-generate", databin, "--user-dir", user_dir(),
-                *task_arch[:task_arch.index("--arch")],
-                "--path", os.path.join(save, "checkpoint_last.pt"),
-                "--gen-subset", "test", "--beam", "5", "--batch-size", "32",
-                "--max-len-b", "60", "--quiet", *device]
+    generate = fairseq_generate_command(
+        databin, task_arch[:task_arch.index("--arch")], os.path.join(save, "checkpoint_last.pt"),
+        "test", ["--beam", "5", "--batch-size", "32", "--max-len-b", "60", "--quiet", *device])
     code, _, text = run_measured(generate, save + ".generate.log")
     if code != 0:
         row.error = f"fairseq-generate failed, see {save}.generate.log"

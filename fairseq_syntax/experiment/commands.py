@@ -5,8 +5,9 @@ from typing import List
 
 from fairseq_syntax.evaluation.architectures import task_arch_args
 from fairseq_syntax.evaluation.corpus import Corpus
-from fairseq_syntax.evaluation.fairseq_commands import fairseq_train_command, rnn_size_args
-from fairseq_syntax.user_dir import user_dir
+from fairseq_syntax.evaluation.fairseq_commands import (
+    fairseq_generate_command, fairseq_train_command, rnn_size_args,
+)
 
 from .methods import DECODING, Method
 
@@ -117,9 +118,9 @@ def device_args(args) -> List[str]:
 
 def generate_command(corpus: Corpus, ckpt: str, args, subset: str = "test",
                      extra=(), task: str = "syntax_translation") -> List[str]:
-    return ["fairseq-generate", corpus.databin, "--user-dir", user_dir(),
-            "--task", task, "--path", ckpt, "--gen-subset", subset,
-            *DECODING, *task_generate_args(task), *device_args(args), *extra]
+    return fairseq_generate_command(corpus.databin, ["--task", task], ckpt, subset,
+                                    [*DECODING, *task_generate_args(task), *device_args(args),
+                                     *extra])
 
 
 def task_generate_args(task: str) -> List[str]:

@@ -10,9 +10,10 @@ import threading
 from typing import Dict, List
 
 from fairseq_syntax.evaluation.architectures import BACKBONE, FAIRSEQ_LSTM, task_arch_args
-from fairseq_syntax.evaluation.fairseq_commands import fairseq_train_command, rnn_size_args
+from fairseq_syntax.evaluation.fairseq_commands import (
+    fairseq_generate_command, fairseq_train_command, rnn_size_args,
+)
 from fairseq_syntax.evaluation.fairseq_log import epoch_stats, read_train_log
-from fairseq_syntax.user_dir import user_dir
 
 from .corpora import prepare_corpus
 from .methods import DECODING, Row
@@ -49,11 +50,10 @@ def train_command(name: str, databin: str, args, save: str) -> List[str]:
 
 def generate_command(name: str, databin: str, args, save: str, subset: str) -> List[str]:
     options = model_args(name, args)
-    task = ["--user-dir", user_dir(), *options[:options.index("--arch")]]  # the plugin lets
-    # torch.load read fairseq's checkpoints too
-    return ["fairseq-generate", databin, *task, "--path", os.path.join(save, "checkpoint_last.pt"),
-            "--gen-subset", subset, *DECODING, *([] if args.gpu else ["--cpu"]),
-            "--required-batch-size-multiple", "1"]  # fairseq #5036: keep the last batch
+    return fairseq_generate_command(
+        databin, options[:options.index("--arch")], os.path.join(save, "checkpoint_last.pt"),
+        subset, [*DECODING, *([] if args.gpu else ["--cpu"]),
+                 "--required-batch-size-multiple", "1"])  # fairseq #5036: keep the last batch
 
 
 def run_side_by_side(commands: Dict[str, List[str]], env, workdir: str) -> None:

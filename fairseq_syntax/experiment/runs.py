@@ -6,10 +6,10 @@ import time
 from typing import List, Optional, Sequence, Tuple
 
 from fairseq_syntax.evaluation.corpus import Corpus
+from fairseq_syntax.evaluation.fairseq_commands import fairseq_generate_command
 from fairseq_syntax.evaluation.fairseq_log import read_train_log
 from fairseq_syntax.evaluation.host import cpu_identity
 from fairseq_syntax.evaluation.positions import checkpoint_position_shares
-from fairseq_syntax.user_dir import user_dir
 
 from .commands import (
     averaged_epochs, device_args, generate_command, label_smoothing_of, task_generate_args,
@@ -102,10 +102,10 @@ def run_method(method: Method, seed: int, corpus: Corpus, args, env
         first = corpus.test_sets[0]
         if "aer" in corpus.scores:  # attention of the force-decoded reference vs gold alignments
             align_out = os.path.join(save, "generate.align.out")
-            cmd = ["fairseq-generate", corpus.databin, "--user-dir", user_dir(),
-                   "--task", method.task, "--path", ckpt, "--gen-subset", first.subset,
-                   "--beam", "1", "--prefix-size", "1024", "--print-alignment", "soft",
-                   "--batch-size", "32", *task_generate_args(method.task), *device_args(args)]
+            cmd = fairseq_generate_command(
+                corpus.databin, ["--task", method.task], ckpt, first.subset,
+                ["--beam", "1", "--prefix-size", "1024", "--print-alignment", "soft",
+                 "--batch-size", "32", *task_generate_args(method.task), *device_args(args)])
             commands["align"] = shown(cmd)
             run_tool(cmd, log, env, stdout_path=align_out)
             scores = score_alignments(align_out, first.gold_alignments)

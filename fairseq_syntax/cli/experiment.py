@@ -119,8 +119,8 @@ def get_parser() -> argparse.ArgumentParser:
                    "(generated unless --data-bin/--raw); multi30k, kftt: the data-bin of "
                    "examples/multi30k|kftt/prepare.sh (--data-bin); or a corpus description "
                    "FILE (JSON: data-bin, languages, test sets and references, detokenizer, "
-                   "sacreBLEU tokenizer, extra scores; see docs/workflow.md, 'Your corpus in the harness'), "
-                   "whose sizes and budget default to multi30k's")
+                   "sacreBLEU tokenizer, extra scores; see docs/workflow.md, 'Your corpus in "
+                   "the harness'), whose sizes and budget default to multi30k's")
     p.add_argument("--workdir",
                    help="folder for the generated corpus, checkpoints, outputs and logs "
                    "(WORKDIR/runs/METHOD/seedN/); invocations may share it: a run another "

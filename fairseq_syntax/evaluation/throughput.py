@@ -11,7 +11,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-
 from .architectures import BACKBONE, task_arch_args
 from .checkpoints import training_config
 from .fairseq_commands import fairseq_generate_command, fairseq_train_command, rnn_size_args

@@ -87,6 +87,50 @@ def test_seed_mean_p_is_the_one_sample_t_test_over_seeds():
         m = seed_mean(deltas)
         assert m.p == pytest.approx(ttest_1samp(deltas, 0.0).pvalue, rel=1e-9)
         assert m.mean == pytest.approx(np.mean(deltas))
-    assert seed_mean([0.4, 0.4, 0.4]).p == 0.0  # the same Δ in every seed
+    same = seed_mean([0.2, 0.2])  # the same Δ in every seed (one sentence of agreement):
+    assert (same.low, same.high, same.p, same.significant) == (None, None, None, False)
     assert seed_mean([0.0, 0.0]).p == 1.0
     assert seed_mean([0.5]).p is None  # one seed: no test over seeds
+
+
+@pytest.mark.parametrize("df", [1, 2, 4, 10, 11, 12, 30, 100])
+def test_the_seed_interval_is_scipys_student_t_interval_at_any_number_of_seeds(df):
+    """The half-width multiplier is Student's 0.975 quantile at every df, to the 3 decimals
+    of a printed table (the 95 % interval of 12 seeds is wider than the normal's 1.96 that
+    was used beyond 10 df before)."""
+    from scipy.stats import t as student_t
+
+    from fairseq_syntax.evaluation.significance import seed_mean, student_t_quantile
+
+    assert student_t_quantile(0.05, df) == pytest.approx(student_t.ppf(0.975, df), rel=1e-9)
+    rng = np.random.default_rng(df)
+    deltas = rng.normal(0.3, 1.0, df + 1)
+    m = seed_mean(deltas)
+    low, high = student_t.interval(0.95, df, loc=np.mean(deltas),
+                                   scale=np.std(deltas, ddof=1) / np.sqrt(df + 1))
+    sem = np.std(deltas, ddof=1) / np.sqrt(df + 1)
+    assert (m.low, m.high) == (pytest.approx(low, abs=5e-4 * sem),
+                               pytest.approx(high, abs=5e-4 * sem))
+    assert m.high - m.low == pytest.approx(2 * round(student_t.ppf(0.975, df), 3) * sem)
+
+
+def test_a_cached_comparison_keeps_sacrebleus_p_unrounded():
+    """sacreBLEU's p is (c + 1) / 1001: 50 / 1001 = 0.04995 is significant, and stays so
+    through the cache (rounded to 4 decimals it read 0.05)."""
+    from fairseq_syntax.evaluation.significance import Delta
+
+    d = Delta(0.8, 0.05, 1.6, 50 / 1001)
+    assert d.significant and Delta(**d.to_json()).significant
+
+
+def test_a_cell_whose_seeds_agree_to_the_sentence_shows_no_interval_and_no_bold():
+    """Two seeds that each gain one sentence of agreement (+0.20, neither significant
+    alone): the t test has no spread to estimate the noise from, so the cell says so
+    instead of a zero-width interval in bold."""
+    from fairseq_syntax.evaluation.significance import Delta
+    from fairseq_syntax.experiment.tables import comparison_cell
+
+    one = Delta(0.2, -0.2, 0.6, 0.62)
+    assert comparison_cell({1: one, 2: one}) == "+0.20 in every seed, no interval (0/2)"
+    assert comparison_cell({1: one, 2: Delta(0.4, 0.0, 0.8, 0.2)}) == (
+        "+0.30 [-0.97, +1.57] p=0.205 (0/2)")

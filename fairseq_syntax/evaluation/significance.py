@@ -17,9 +17,6 @@ import numpy as np
 
 N_SAMPLES = 1000  # bootstrap resamples (sacreBLEU's default for ``bs``)
 ALPHA = 0.05
-# Student-t 0.975 quantiles by degrees of freedom (seeds - 1); beyond 10, the normal's.
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
-        9: 2.262, 10: 2.228}
 
 
 @dataclass
@@ -37,7 +34,10 @@ class Delta:
         return self.p < ALPHA and (self.low > 0 or self.high < 0)
 
     def to_json(self) -> dict:
-        return {k: round(v, 4) for k, v in asdict(self).items()}
+        """Unrounded: sacreBLEU's p is (c + 1) / 1001, and 50 / 1001 rounded to 4 decimals
+        would read 0.05, no longer below ``ALPHA`` (caches written before 2026-12-05 hold 4
+        decimals; none of their p = 0.05 has an interval that excludes 0)."""
+        return asdict(self)
 
 
 def make_metric(name: str, tokenize: str = "13a"):
@@ -103,7 +103,9 @@ def paired_deltas(metric_name: str, backbone: Sequence[str], systems: Dict[str, 
 @dataclass
 class SeedMean:
     """The mean Δ over seeds, its Student-t 95 % interval and the one-sample t test's
-    two-sided p (interval and p are None under 2 seeds)."""
+    two-sided p. Interval and p are None under 2 seeds, and where every seed has the same
+    nonzero Δ: the seeds' spread is 0, so the t test has no estimate of the noise (a
+    discrete score such as agreement moves in steps of one sentence)."""
 
     mean: float
     low: Optional[float]
@@ -140,15 +142,27 @@ def student_t_p(t: float, df: int) -> float:
     return min(1.0, max(0.0, 1.0 - a))
 
 
+def student_t_quantile(p: float, df: int) -> float:
+    """The t > 0 with :func:`student_t_p` (t, df) = p: the half-width multiplier of a
+    two-sided 1 - p interval (4.303 for p = 0.05 and 2 degrees of freedom), by bisection."""
+    low, high = 0.0, 1.0
+    while student_t_p(high, df) > p:
+        high *= 2
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if student_t_p(mid, df) > p else (low, mid)
+    return (low + high) / 2
+
+
 def seed_mean(deltas: Sequence[float]) -> SeedMean:
     values = np.asarray(list(deltas), dtype=float)
-    mean = float(values.mean())
-    if len(values) < 2:
-        return SeedMean(mean, None, None, len(values))
-    sem = float(values.std(ddof=1)) / math.sqrt(len(values))
-    half = T975.get(len(values) - 1, 1.960) * sem
+    mean, n = float(values.mean()), len(values)
+    if n < 2:
+        return SeedMean(mean, None, None, n)
+    sem = float(values.std(ddof=1)) / math.sqrt(n)
     if sem == 0:  # every seed the same Δ
-        p = 1.0 if mean == 0 else 0.0
-    else:
-        p = student_t_p(mean / sem, len(values) - 1)
-    return SeedMean(mean, mean - half, mean + half, len(values), p)
+        return SeedMean(mean, mean, mean, n, 1.0) if mean == 0 else SeedMean(mean, None, None, n)
+    # the quantile to 3 decimals, as Student-t tables print it (4.303 at 2 df: every
+    # interval published here was computed so)
+    half = round(student_t_quantile(ALPHA, n - 1), 3) * sem
+    return SeedMean(mean, mean - half, mean + half, n, student_t_p(mean / sem, n - 1))

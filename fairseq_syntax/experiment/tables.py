@@ -563,8 +563,10 @@ def comparison_cell(by_seed: Dict[int, Delta]) -> str:
         text = f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] {fmt_p(d.p)}"
         return f"**{text}** †" if d.significant else text
     mean = seed_mean([d.delta for d in deltas])
-    text = f"{mean.mean:+.2f} [{mean.low:+.2f}, {mean.high:+.2f}]"
     hits = sum(d.significant for d in deltas)
+    if mean.low is None:  # the same Δ in every seed: no t interval
+        return f"{mean.mean:+.2f} in every seed, no interval ({hits}/{len(deltas)})"
+    text = f"{mean.mean:+.2f} [{mean.low:+.2f}, {mean.high:+.2f}]"
     return ((f"**{text}**" if mean.significant else text)
             + f" {fmt_p(mean.p)} ({hits}/{len(deltas)})")
 
@@ -754,7 +756,8 @@ def section_figures(figures_dir: str, section: str, family: str, backbone: str,
                 bars.append((f"{k} (1)", d.delta, d.low, d.high, d.significant))
             else:
                 m = seed_mean([d.delta for d in deltas])
-                bars.append((f"{k} ({m.n})", m.mean, m.low, m.high, m.significant))
+                bars.append((f"{k} ({m.n})", m.mean, m.mean if m.low is None else m.low,
+                             m.mean if m.high is None else m.high, m.significant))
         if bars:
             name = f"{stem}-{t}-delta-{score}.png"
             delta_chart(os.path.join(figures_dir, name),

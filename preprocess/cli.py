@@ -180,6 +180,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error("--force-non-data-bin needs --force")
     if args.source_tokenization == "parser" and not args.parser:
         parser.error("--source-tokenization parser needs --parser")
+    if args.source_lang == args.target_lang:
+        parser.error(f"--source-lang and --target-lang are both {args.source_lang!r}: a "
+                     "data-bin keeps one file per language; give the two sides other names")
     if argv is None:  # run as a program: log to stdout like fairseq's own commands
         logging.basicConfig(
             format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
@@ -190,12 +193,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         )
     # recorded in the manifest, so that a data-bin of an outdated format names its rebuild
     args.command = [PROG] + list(sys.argv[1:] if argv is None else argv)
+    from .eflomal_align import EflomalError
     from .interrupt import Interrupted
     from .pipeline import run
 
     try:
         with exit_on_input_error(PROG):
             run(args)
+    except EflomalError as err:
+        print(f"{PROG}: error: {err}; {args.destdir} is as it was", file=sys.stderr)
+        sys.exit(1)
     except Interrupted as stop:
         print(f"{PROG}: error: {stop}; removed the unfinished data-bin, {args.destdir} is as it "
               "was", file=sys.stderr)

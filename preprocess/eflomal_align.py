@@ -35,6 +35,11 @@ Link = Tuple[int, int]
 SYMMETRISATION = "grow-diag-final-and"
 
 
+class EflomalError(RuntimeError):
+    """eflomal failed or wrote other alignments than asked for: the command says so in one
+    line (``fairseq-syntax-preprocess: error: ...``), with eflomal's own last words."""
+
+
 def eflomal_version() -> str:
     try:
         from importlib.metadata import version
@@ -86,7 +91,7 @@ def _links(line: str, n_src: int, n_tgt: int, what: str, pair: int) -> List[Link
     try:  # something unexpected: the careful parser names the bad link
         return parse_pharaoh_line(line, n_src, n_tgt)
     except ValueError as err:  # eflomal truncates nothing we feed it; be loud anyway
-        raise RuntimeError(f"eflomal {what} alignment of pair {pair}: {err}") from None
+        raise EflomalError(f"eflomal {what} alignment of pair {pair}: {err}") from None
 
 
 def write_sentences(path: str, texts: Sequence[str]) -> int:
@@ -117,7 +122,7 @@ def symmetrised_links(files: AlignedFiles, skip: int = 0,
                                       _links(rl, n_src, n_tgt, "reverse", k), n_src, n_tgt)
             n += 1
     if count is not None and n != count:
-        raise RuntimeError(f"eflomal wrote alignments for {skip + n} sentence pairs, not "
+        raise EflomalError(f"eflomal wrote alignments for {skip + n} sentence pairs, not "
                            f"{skip + count}")
 
 
@@ -163,7 +168,7 @@ class EflomalRun:
         if status != 0:
             with open(self._log_path, encoding="utf-8", errors="replace") as log:
                 said = log.read().strip()[-2000:]
-            raise RuntimeError(f"eflomal-align failed (exit status {status}): {said}")
+            raise EflomalError(f"eflomal-align failed (exit status {status}): {said}")
         return self.files
 
     def abort(self, timeout: float = 10.0) -> None:

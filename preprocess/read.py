@@ -200,10 +200,10 @@ def _check_parse(files: SplitFiles, n: int) -> None:
                 _check_words(files, k, tokens, tree)
             except SyntaxInputError as err:
                 mismatch = err
+    if mismatch is not None:  # the first sentence that differs, e.g. where a tree is missing
+        raise mismatch
     _check_count(files.source, n, "lines", files.parse, count, "sentences",
                  line_of_b=lambda k: extra_line)
-    if mismatch is not None:
-        raise mismatch
 
 
 def read_pairs(data: SplitData, trees: Iterable[ParsedSentence],

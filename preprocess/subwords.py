@@ -145,6 +145,10 @@ def encode_chunk(sp, files: SplitFiles, first: int, sources: Sequence[List[str]]
         flat_src = [p for pieces in src_pieces for p in pieces]
         _check_pieces(flat_src, files.source, line, "source")
         _check_pieces(flat_tgt, files.target, line, "target")
+        if not flat_tgt:
+            raise SyntaxInputError(
+                "the target encodes to no sentencepiece pieces (the model's normalisation "
+                "removes every character of it); remove the pair", files.target, line)
         if target_words:
             # Links to a target word with no pieces (removed by normalisation) vanish.
             tgt_pieces_per_word = all_tgt_word_pieces[k]

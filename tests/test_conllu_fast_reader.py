@@ -71,10 +71,15 @@ def test_tricky_files(tmp_path, name):
 
 
 def test_other_global_columns_refused(tmp_path):
-    """conllu reads the columns a ``# global.columns`` names; the fast reader refuses."""
+    """conllu would read the columns a ``# global.columns`` names (a reader that ignores
+    the comment, the ten): both readers refuse it, naming file and line, so a file the
+    checks pass is read the same by both."""
+    from fairseq_syntax.syntax.errors import SyntaxInputError
+
     path = tmp_path / "columns.conllu"
-    path.write_text("# global.columns = FORM ID LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC\n"
-                    "a\t1\t_\t_\t_\t_\t0\troot\t_\t_\n\n", encoding="utf-8")
-    assert [t.words for t in iter_conllu_trees(str(path))] == [["a"]]
-    with pytest.raises(ValueError, match="global.columns"):
-        list(iter_checked_conllu_trees(str(path)))
+    for columns in ("= FORM ID LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC", "=ID FORM HEAD"):
+        path.write_text(f"# global.columns {columns}\n"
+                        "1\ta\t_\t_\t_\t_\t0\troot\t_\t_\n\n", encoding="utf-8")
+        for reader in (iter_conllu_trees, iter_checked_conllu_trees):
+            with pytest.raises(SyntaxInputError, match=f"^{path}:1: # global.columns names"):
+                list(reader(str(path)))

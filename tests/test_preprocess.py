@@ -243,7 +243,35 @@ def _bad_cases():
                                               lambda l, k: l[:k] + [l[k] + b" caf\xe9"] + l[k + 1:]),
             (s_en, lambda folder: K + 1), ["not valid UTF-8: byte 0xe9"],
         ),
+        # a zero-width space, which sentencepiece's normalisation removes: the pair would
+        # train on an empty target (its one link points at the space)
+        "target_of_no_pieces": (
+            lambda folder, pairs: (
+                _edit_lines(os.path.join(folder, s_en), K,
+                            lambda l, k: l[:k] + ["\u200b".encode()] + l[k + 1:]),
+                _edit_lines(os.path.join(folder, "train.align"), K,
+                            lambda l, k: l[:k] + [b"0-0"] + l[k + 1:])),
+            (s_en, lambda folder: K + 1), ["the target encodes to no sentencepiece pieces"],
+        ),
+        # conllu would read 3 columns, so the check must refuse it before any reading
+        "global_columns": (
+            lambda folder, pairs: _edit_lines(os.path.join(folder, s_pa), None,
+                                              lambda l, k: [b"# global.columns = ID FORM HEAD"] + l),
+            (s_pa, lambda folder: 1), ["# global.columns names other columns than CoNLL-U's ten"],
+        ),
+        # sentence K's tree left out: blamed where the text and the trees part, not at the end
+        "tree_missing": (
+            lambda folder, pairs: _drop_conllu_sentence(os.path.join(folder, s_pa), K),
+            (s_pa, parse_line), [f"{s_de}:{K + 1}"],
+        ),
     }
+
+
+def _drop_conllu_sentence(path, k):
+    with open(path, encoding="utf-8") as f:
+        blocks = f.read().split("\n\n")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n\n".join(blocks[:k] + blocks[k + 1:]))
 
 
 BAD_CASES = _bad_cases()
@@ -455,6 +483,14 @@ def run_in_process(args):
         return main([str(a) for a in args])
     except SystemExit as err:
         return err.code
+
+
+def test_one_language_on_both_sides_is_refused(tmp_path, capsys):
+    """``-s en -t en`` would write both sides to one file per language."""
+    args = ["-s", "en", "-t", "en", "--trainpref", tmp_path / "train", "--destdir", tmp_path / "b"]
+    assert run_in_process(args) == 2
+    assert "--source-lang and --target-lang are both 'en'" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
 
 
 def test_force_replaces_with_given_spm_model(runs, tmp_path):

@@ -75,10 +75,12 @@ _COLUMN_SEPARATOR = re.compile(r"\t| {2,}")  # as conllu.parser.parse_line split
 def _check_columns(block: List[Tuple[int, str]], path: str) -> None:
     """Refuse a word line of more than 10 columns: a column holds a tab (or two spaces in
     a row, which the conllu reader also splits at), and every later column would be read
-    as the one after it (the FEATS as the HEAD, ...)."""
+    as the one after it (the FEATS as the HEAD, ...); and a ``# global.columns`` comment
+    other than the standard ten (:func:`_check_comment`)."""
     for number, text in block:
         stripped = text.strip()
         if stripped.startswith("#"):
+            _check_comment(stripped, path, number)
             continue
         columns = _COLUMN_SEPARATOR.split(stripped)
         if len(columns) > COLUMNS:
@@ -172,7 +174,7 @@ def iter_conllu_trees(path: str) -> Iterator[ParsedSentence]:
 def iter_checked_conllu_trees(path: str) -> Iterator[ParsedSentence]:
     """The sentences :func:`iter_conllu_trees` gives for a file it has accepted, read fast:
     each line split into columns as conllu splits it, without conllu and tree checks.
-    Raises ``ValueError`` naming file and line where its reading could differ: a
+    Raises :class:`SyntaxInputError` naming file and line where its reading could differ: a
     ``# global.columns`` other than the ten standard columns, a word ID out of order, a
     sentence without words."""
     sentence = None
@@ -200,11 +202,15 @@ def _split_columns(line: str) -> List[str]:
 
 
 def _check_comment(line: str, path: str, number: int) -> None:
-    """Refuse a ``# global.columns`` comment that would make conllu read other columns."""
+    """Refuse a ``# global.columns`` comment that would make conllu (or a reader that
+    follows it) read other columns than CoNLL-U's ten."""
     if line.startswith("# global.columns"):
         columns = [name.lower() for name in line.partition("=")[2].split()]
         if columns != list(conllu.parser.DEFAULT_FIELDS):
-            raise ValueError(f"{path}:{number}: # global.columns other than the standard ten")
+            raise SyntaxInputError(
+                "# global.columns names other columns than CoNLL-U's ten (ID FORM LEMMA UPOS "
+                "XPOS FEATS HEAD DEPREL DEPS MISC); write the parse in the ten columns",
+                path, number)
 
 
 def _add_word(sentence: ParsedSentence, columns: List[str], path: str, number: int) -> None:
@@ -214,7 +220,7 @@ def _add_word(sentence: ParsedSentence, columns: List[str], path: str, number: i
     if "-" in word_id or "." in word_id:
         return
     if word_id != str(len(sentence.words) + 1) or len(columns) < 7:
-        raise ValueError(f"{path}:{number}: not a word line of a checked CoNLL-U file")
+        raise SyntaxInputError("not a word line of a checked CoNLL-U file", path, number)
     sentence.words.append(columns[1])
     sentence.heads.append(int(columns[6]) - 1)
     sentence.deprels.append((columns[7] if len(columns) > 7 else "") or "_")
@@ -223,7 +229,7 @@ def _add_word(sentence: ParsedSentence, columns: List[str], path: str, number: i
 def _checked(sentence: ParsedSentence, path: str) -> ParsedSentence:
     """``sentence``, refused if it has no words."""
     if not sentence.words:
-        raise ValueError(f"{path}:{sentence.line}: a sentence without words")
+        raise SyntaxInputError("a sentence without words", path, sentence.line)
     return sentence
 
 

@@ -4,7 +4,7 @@ from typing import Iterable, List, Sequence, Tuple
 
 Link = Tuple[int, int]
 
-_LINK = re.compile(r"(\d+)-(\d+)")
+_LINK = re.compile(r"([0-9]+)-([0-9]+)")  # ASCII digits: \d takes any script's
 
 
 def parse_pharaoh_line(text: str, n_src: int, n_tgt: int) -> List[Link]:

@@ -4,7 +4,9 @@ folder into place (with ``--force``, replacing the old folder only at this last 
 folder that appeared meanwhile is never replaced without ``--force``)."""
 import errno
 import json
+import logging
 import os
+import re
 import shutil
 import tempfile
 from typing import Dict, List, Optional, Sequence
@@ -19,6 +21,7 @@ from .read import SplitData, SplitFiles, eflomal_splits
 from .stream import SplitSummary
 
 SPM_MODEL_NAME = "spm.model"
+logger = logging.getLogger("fairseq_syntax_preprocess")
 
 PROJECTION_RULE = (
     "Source words are encoded one by one with sentencepiece. Heads: the first piece of a "
@@ -232,7 +235,7 @@ def install(staging: str, destdir: str, force: bool = False, any_folder: bool = 
                 "not empty; it was left as it is and nothing was written: use --force to "
                 "replace it, or give another --destdir", destdir) from None
     parent = os.path.dirname(os.path.abspath(destdir))
-    trash = tempfile.mkdtemp(prefix=f".{os.path.basename(destdir)}.old-", dir=parent)
+    trash = tempfile.mkdtemp(prefix=run_folder_prefix(destdir, "old"), dir=parent)
     old = os.path.join(trash, "old")
     try:
         os.rename(destdir, old)
@@ -300,9 +303,52 @@ def _make_parents(folder: str) -> List[str]:
     return missing
 
 
+def run_folder_prefix(destdir: str, kind: str) -> str:
+    """The name a run's ``kind`` folder (staging, work, old) beside ``destdir`` starts with:
+    ``.NAME.KIND-PID-``, so that a later run can tell whether the run that made it is alive."""
+    return f".{os.path.basename(os.path.abspath(destdir))}.{kind}-{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process ``pid`` exists (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clear_killed_runs(destdir: str) -> None:
+    """Remove the staging, work and old folders beside ``destdir`` of runs whose process is
+    gone (killed with SIGKILL, or by the kernel out of memory: no cleanup ran); where such
+    a run was replacing ``destdir`` and had moved it aside (``.NAME.old-PID-*/old``), put
+    it back first. Each is logged; a run still alive is left alone."""
+    parent = os.path.dirname(os.path.abspath(destdir))
+    pattern = re.compile(re.escape(f".{os.path.basename(os.path.abspath(destdir))}.")
+                         + r"(staging|work|old)-(\d+)-")
+    try:
+        names = sorted(os.listdir(parent))
+    except FileNotFoundError:
+        return
+    for name in names:
+        match = pattern.match(name)
+        if match is None or _alive(int(match.group(2))):
+            continue
+        path = os.path.join(parent, name)
+        old = os.path.join(path, "old")
+        if match.group(1) == "old" and os.path.isdir(old) and not os.path.lexists(destdir):
+            os.rename(old, destdir)
+            logger.warning(f"put back {destdir}, which run {match.group(2)} had moved aside "
+                           "to replace it and was killed before it could")
+        shutil.rmtree(path, ignore_errors=True)
+        logger.warning(f"removed {path}, left by run {match.group(2)}, which was killed")
+
+
 class Staging:
     """The run's staging and work folders, siblings of ``--destdir`` (its missing parents
-    made first). On leaving they are removed, and the parents made too unless
+    made first, the folders of killed runs removed: :func:`clear_killed_runs`). On leaving they are removed, and the parents made too unless
     :meth:`install` moved the staging folder into place. Meanwhile temporary files (those
     eflomal makes) go into the work folder, so that they go with it."""
 
@@ -317,11 +363,13 @@ class Staging:
     def __enter__(self) -> "Staging":
         parent = os.path.dirname(os.path.abspath(self.destdir))
         self.created = _make_parents(parent)
-        base = os.path.basename(os.path.abspath(self.destdir))
+        clear_killed_runs(self.destdir)
         try:
             with self.stop.held():  # a folder made is a folder named, so that cleanup finds it
-                self.staging = tempfile.mkdtemp(prefix=f".{base}.staging-", dir=parent)
-                self.work = tempfile.mkdtemp(prefix=f".{base}.work-", dir=parent)
+                self.staging = tempfile.mkdtemp(
+                    prefix=run_folder_prefix(self.destdir, "staging"), dir=parent)
+                self.work = tempfile.mkdtemp(prefix=run_folder_prefix(self.destdir, "work"),
+                                             dir=parent)
         except BaseException:
             self.__exit__()
             raise

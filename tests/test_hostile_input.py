@@ -290,6 +290,35 @@ def test_signal_mid_run_leaves_no_staging_or_work_folder(corpus, tmp_path, signu
     assert signal.Signals(signum).name in last
 
 
+def test_the_next_run_clears_what_a_sigkilled_run_left(corpus, tmp_path):
+    """SIGKILL leaves no chance to clean up: the staging and work folders stay beside
+    --destdir until the next run into that folder removes them (naming them), and builds
+    the data-bin."""
+    out = tmp_path / "out"
+    out.mkdir()
+    marker = tmp_path / "binaries-written"
+    args = _preprocess_args(corpus, out / "data-bin")
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen([sys.executable, "-c", _WAITING_RUN, str(marker), *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+    left = sorted(p.name for p in out.iterdir())
+    assert [n.startswith((f".data-bin.staging-{proc.pid}-", f".data-bin.work-{proc.pid}-"))
+            for n in left] == [True, True]
+    rerun = subprocess.run([PROG, *args], env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["data-bin"]
+    for name in left:
+        assert f"removed {out / name}, left by run {proc.pid}, which was killed" in rerun.stdout
+
+
 # ------------------------------------------------------------------ left padding
 
 

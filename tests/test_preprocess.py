@@ -485,6 +485,39 @@ def run_in_process(args):
         return err.code
 
 
+def test_the_folders_of_a_killed_run_are_cleared_and_a_data_bin_it_moved_put_back(
+        tmp_path, caplog):
+    """A run killed with SIGKILL (or out of memory) leaves its staging, work and old folders
+    beside --destdir; the next run removes them, and puts back a data-bin that the killed
+    run had moved aside to replace it. A live run's folders, and folders whose name says no
+    process, are left alone."""
+    import logging
+    from fairseq_syntax_preprocess.write import clear_killed_runs, run_folder_prefix
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for name, inside in ((f".data-bin.staging-{dead.pid}-a1", "spm.model"),
+                         (f".data-bin.work-{dead.pid}-b2", "train.pieces"),
+                         (f".data-bin.old-{dead.pid}-c3/old", "dict.en.txt"),
+                         (f".data-bin.staging-{os.getpid()}-d4", "spm.model"),
+                         (".data-bin.staging-e5", "spm.model"),
+                         (f".other.staging-{dead.pid}-f6", "spm.model")):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / inside).write_text("x")
+    assert run_folder_prefix(str(tmp_path / "data-bin"), "work") == f".data-bin.work-{os.getpid()}-"
+    with caplog.at_level(logging.WARNING, logger="fairseq_syntax_preprocess"):
+        clear_killed_runs(str(tmp_path / "data-bin"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
+        ".data-bin.staging-e5", f".data-bin.staging-{os.getpid()}-d4",
+        f".other.staging-{dead.pid}-f6", "data-bin"])
+    assert (tmp_path / "data-bin" / "dict.en.txt").read_text() == "x"
+    assert [r.getMessage().split(",")[0] for r in caplog.records] == [
+        f"put back {tmp_path / 'data-bin'}",
+        f"removed {tmp_path / f'.data-bin.old-{dead.pid}-c3'}",
+        f"removed {tmp_path / f'.data-bin.staging-{dead.pid}-a1'}",
+        f"removed {tmp_path / f'.data-bin.work-{dead.pid}-b2'}"]
+
+
 def test_one_language_on_both_sides_is_refused(tmp_path, capsys):
     """``-s en -t en`` would write both sides to one file per language."""
     args = ["-s", "en", "-t", "en", "--trainpref", tmp_path / "train", "--destdir", tmp_path / "b"]

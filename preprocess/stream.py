@@ -5,6 +5,7 @@ staging folder; its piece lines go to the work folder and its tokens are counted
 fairseq's dictionaries from the train split's counts, and the token binaries from the
 piece lines, again in chunks (:mod:`.fairseq_binary`). One chunk is held at a time."""
 import contextlib
+import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from .read import Pair, SplitData
 from .subwords import encode_chunk
 
 CHUNK = 10000  # sentence pairs per chunk
+logger = logging.getLogger("fairseq_syntax_preprocess")
 
 
 @dataclass
@@ -37,6 +39,10 @@ class SplitSummary:
     target_counts: Counter = field(default_factory=Counter)
     #: the first tree that does not fit its sentence (raised once all splits are encoded)
     tree_error: Optional[SyntaxInputError] = None
+    #: word links to a target word that sentencepiece's normalisation removed (no piece to
+    #: link to), and the line of the first
+    dropped_links: int = 0
+    first_dropped_line: Optional[int] = None
 
 
 def piece_path(work: str, split: str, lang: str) -> str:
@@ -66,6 +72,11 @@ def binarise_split(data: SplitData, pairs: Iterable[Pair], sp, staging: str, wor
         for part in chunked(pairs, CHUNK):
             _binarise_chunk(data, part, sp, summary, side, links, pieces)
             bar.update(len(part))
+    if summary.dropped_links:
+        logger.warning(f"{data.files.target}: {summary.dropped_links} alignment link(s) point at "
+                       "target words that sentencepiece's normalisation removes (no piece to "
+                       f"link to) and were left out; the first at line "
+                       f"{summary.first_dropped_line}")
     return summary
 
 
@@ -82,6 +93,11 @@ def _binarise_chunk(data: SplitData, pairs: List[Pair], sp, summary: SplitSummar
         writer.add_rows(rows)
     if links is not None:
         links.add(*alignment_items(projected.links))
+        for k, (pair, counts) in enumerate(zip(pairs, encoded.target_counts)):
+            dropped = sum(counts[j] == 0 for _, j in pair.links)
+            if dropped and summary.first_dropped_line is None:
+                summary.first_dropped_line = first + k + 1
+            summary.dropped_links += dropped
     for out, lines, counts in ((pieces[0], encoded.source_pieces, summary.source_counts),
                                (pieces[1], encoded.target_pieces, summary.target_counts)):
         out.write("".join(" ".join(line) + "\n" for line in lines))

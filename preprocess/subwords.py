@@ -150,7 +150,8 @@ def encode_chunk(sp, files: SplitFiles, first: int, sources: Sequence[List[str]]
                 "the target encodes to no sentencepiece pieces (the model's normalisation "
                 "removes every character of it); remove the pair", files.target, line)
         if target_words:
-            # Links to a target word with no pieces (removed by normalisation) vanish.
+            # Links to a target word with no pieces (removed by normalisation) vanish;
+            # stream.py counts them and warns.
             tgt_pieces_per_word = all_tgt_word_pieces[k]
             if [p for pieces in tgt_pieces_per_word for p in pieces] != flat_tgt:
                 raise SyntaxInputError(

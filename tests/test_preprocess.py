@@ -485,6 +485,28 @@ def run_in_process(args):
         return err.code
 
 
+def test_links_to_a_target_word_that_sentencepiece_removes_are_counted(tmp_path, caplog):
+    """A target word of nothing but a zero-width space has no piece to link to: its links
+    are left out of the data-bin, and the run says how many and where the first was."""
+    import logging
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    pairs = write_corpus(str(corpus), "train", N_BAD, seed=7)
+    n = len(pairs[K][3])  # the new word's index
+    _edit_lines(str(corpus / f"train.{TGT}"), K,
+                lambda l, k: l[:k] + [l[k] + " \u200b".encode()] + l[k + 1:])
+    _edit_lines(str(corpus / "train.align"), K,
+                lambda l, k: l[:k] + [l[k] + f" 0-{n} 1-{n}".encode()] + l[k + 1:])
+    with caplog.at_level(logging.WARNING, logger="fairseq_syntax_preprocess"):
+        assert run_in_process(base_args(str(corpus), tmp_path / "bin")
+                              + ["--vocab-size", "60"]) == 0
+    assert [r.getMessage() for r in caplog.records if "alignment link" in r.getMessage()] == [
+        f"{corpus / f'train.{TGT}'}: 2 alignment link(s) point at target words that "
+        "sentencepiece's normalisation removes (no piece to link to) and were left out; the "
+        f"first at line {K + 1}"]
+
+
 def test_the_folders_of_a_killed_run_are_cleared_and_a_data_bin_it_moved_put_back(
         tmp_path, caplog):
     """A run killed with SIGKILL (or out of memory) leaves its staging, work and old folders

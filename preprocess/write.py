@@ -3,11 +3,13 @@ are written by :mod:`.stream`); the checks on ``--destdir``, and the move of the
 folder into place (with ``--force``, replacing the old folder only at this last step; a
 folder that appeared meanwhile is never replaced without ``--force``)."""
 import errno
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+import socket
 import tempfile
 from typing import Dict, List, Optional, Sequence
 
@@ -303,10 +305,17 @@ def _make_parents(folder: str) -> List[str]:
     return missing
 
 
+def _host_tag() -> str:
+    """8 hex digits of this machine's name: a folder's PID means a process of this machine."""
+    return hashlib.sha1(socket.gethostname().encode("utf-8")).hexdigest()[:8]
+
+
 def run_folder_prefix(destdir: str, kind: str) -> str:
     """The name a run's ``kind`` folder (staging, work, old) beside ``destdir`` starts with:
-    ``.NAME.KIND-PID-``, so that a later run can tell whether the run that made it is alive."""
-    return f".{os.path.basename(os.path.abspath(destdir))}.{kind}-{os.getpid()}-"
+    ``.NAME.KIND-PID.HOST-``, so that a later run on this machine can tell whether the run
+    that made it is alive."""
+    return (f".{os.path.basename(os.path.abspath(destdir))}.{kind}-{os.getpid()}."
+            f"{_host_tag()}-")
 
 
 def _alive(pid: int) -> bool:
@@ -321,13 +330,14 @@ def _alive(pid: int) -> bool:
 
 
 def clear_killed_runs(destdir: str) -> None:
-    """Remove the staging, work and old folders beside ``destdir`` of runs whose process is
-    gone (killed with SIGKILL, or by the kernel out of memory: no cleanup ran); where such
-    a run was replacing ``destdir`` and had moved it aside (``.NAME.old-PID-*/old``), put
-    it back first. Each is logged; a run still alive is left alone."""
+    """Remove the staging, work and old folders beside ``destdir`` of this machine's runs
+    whose process is gone (killed with SIGKILL, or by the kernel out of memory: no cleanup
+    ran); where such a run was replacing ``destdir`` and had moved it aside
+    (``.NAME.old-PID.HOST-*/old``), put it back first. Each is logged; a run still alive,
+    or another machine's, is left alone."""
     parent = os.path.dirname(os.path.abspath(destdir))
     pattern = re.compile(re.escape(f".{os.path.basename(os.path.abspath(destdir))}.")
-                         + r"(staging|work|old)-(\d+)-")
+                         + r"(staging|work|old)-(\d+)\." + re.escape(_host_tag()) + "-")
     try:
         names = sorted(os.listdir(parent))
     except FileNotFoundError:

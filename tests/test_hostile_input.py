@@ -310,7 +310,7 @@ def test_the_next_run_clears_what_a_sigkilled_run_left(corpus, tmp_path):
         proc.kill()
         proc.wait()
     left = sorted(p.name for p in out.iterdir())
-    assert [n.startswith((f".data-bin.staging-{proc.pid}-", f".data-bin.work-{proc.pid}-"))
+    assert [n.startswith((f".data-bin.staging-{proc.pid}.", f".data-bin.work-{proc.pid}."))
             for n in left] == [True, True]
     rerun = subprocess.run([PROG, *args], env=env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr

@@ -514,30 +514,33 @@ def test_the_folders_of_a_killed_run_are_cleared_and_a_data_bin_it_moved_put_bac
     run had moved aside to replace it. A live run's folders, and folders whose name says no
     process, are left alone."""
     import logging
-    from fairseq_syntax_preprocess.write import clear_killed_runs, run_folder_prefix
+    from fairseq_syntax_preprocess.write import _host_tag, clear_killed_runs, run_folder_prefix
 
     dead = subprocess.Popen(["true"])
     dead.wait()
-    for name, inside in ((f".data-bin.staging-{dead.pid}-a1", "spm.model"),
-                         (f".data-bin.work-{dead.pid}-b2", "train.pieces"),
-                         (f".data-bin.old-{dead.pid}-c3/old", "dict.en.txt"),
-                         (f".data-bin.staging-{os.getpid()}-d4", "spm.model"),
-                         (".data-bin.staging-e5", "spm.model"),
-                         (f".other.staging-{dead.pid}-f6", "spm.model")):
+    here = _host_tag()
+    assert run_folder_prefix(str(tmp_path / "data-bin"), "work") == (
+        f".data-bin.work-{os.getpid()}.{here}-")
+    for name, inside in ((f".data-bin.staging-{dead.pid}.{here}-a1", "spm.model"),
+                         (f".data-bin.work-{dead.pid}.{here}-b2", "train.pieces"),
+                         (f".data-bin.old-{dead.pid}.{here}-c3/old", "dict.en.txt"),
+                         (f".data-bin.staging-{os.getpid()}.{here}-d4", "spm.model"),
+                         (f".data-bin.staging-{dead.pid}.0000abcd-e5", "spm.model"),  # another
+                         (".data-bin.staging-f6", "spm.model"),  # machine's; no PID
+                         (f".other.staging-{dead.pid}.{here}-g7", "spm.model")):
         (tmp_path / name).mkdir(parents=True)
         (tmp_path / name / inside).write_text("x")
-    assert run_folder_prefix(str(tmp_path / "data-bin"), "work") == f".data-bin.work-{os.getpid()}-"
     with caplog.at_level(logging.WARNING, logger="fairseq_syntax_preprocess"):
         clear_killed_runs(str(tmp_path / "data-bin"))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
-        ".data-bin.staging-e5", f".data-bin.staging-{os.getpid()}-d4",
-        f".other.staging-{dead.pid}-f6", "data-bin"])
+        f".data-bin.staging-{os.getpid()}.{here}-d4", f".data-bin.staging-{dead.pid}.0000abcd-e5",
+        ".data-bin.staging-f6", f".other.staging-{dead.pid}.{here}-g7", "data-bin"])
     assert (tmp_path / "data-bin" / "dict.en.txt").read_text() == "x"
     assert [r.getMessage().split(",")[0] for r in caplog.records] == [
         f"put back {tmp_path / 'data-bin'}",
-        f"removed {tmp_path / f'.data-bin.old-{dead.pid}-c3'}",
-        f"removed {tmp_path / f'.data-bin.staging-{dead.pid}-a1'}",
-        f"removed {tmp_path / f'.data-bin.work-{dead.pid}-b2'}"]
+        f"removed {tmp_path / f'.data-bin.old-{dead.pid}.{here}-c3'}",
+        f"removed {tmp_path / f'.data-bin.staging-{dead.pid}.{here}-a1'}",
+        f"removed {tmp_path / f'.data-bin.work-{dead.pid}.{here}-b2'}"]
 
 
 def test_one_language_on_both_sides_is_refused(tmp_path, capsys):

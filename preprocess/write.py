@@ -324,8 +324,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except (ProcessLookupError, OverflowError):
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # it exists, as another user's
+        pass
     return True
 
 

@@ -20,7 +20,7 @@ is an error, not ignored)::
 import html
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable, List, Optional, Sequence
 
 from fairseq_syntax.evaluation.translation_scores import bleu_tokenization, bleu_tokenizations
@@ -40,8 +40,6 @@ DETOKENIZERS = ("none", "synthetic", "glue:PATH")
 # the keys a description file may hold (a misspelt one would silently fall back to a default)
 DESCRIPTION_KEYS = ("name", "source", "target", "data_bin", "test_sets", "description",
                     "detokenizer", "bleu_tokenize", "scores", "unescape_references")
-TEST_SET_KEYS = ("name", "subset", "reference", "reference_tok", "source_trees",
-                 "gold_alignments")
 
 
 @dataclass
@@ -54,6 +52,9 @@ class TestSet:
     reference_tok: Optional[str] = None     # tokenised as the hypotheses (RIBES)
     source_trees: Optional[str] = None      # CoNLL-U trees of the source
     gold_alignments: Optional[str] = None   # Pharaoh i-j, word level
+
+
+TEST_SET_KEYS = tuple(f.name for f in fields(TestSet))  # a description's test-set keys
 
 
 @dataclass

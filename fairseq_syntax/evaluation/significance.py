@@ -9,6 +9,7 @@ same sentence indices; the 2.5th and 97.5th percentiles, as sacreBLEU's ``estima
 takes them). Over seeds: the mean Δ with a Student-t 95 % interval and the two-sided p
 of the one-sample t test of the seeds' Δ against 0 (so that a correction for testing
 several scores, such as Bonferroni's p < 0.05 / k, can be read off the table)."""
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Dict, Optional, Sequence
@@ -142,6 +143,7 @@ def student_t_p(t: float, df: int) -> float:
     return min(1.0, max(0.0, 1.0 - a))
 
 
+@functools.lru_cache(maxsize=None)  # a rendering asks for the same few df in every cell
 def student_t_quantile(p: float, df: int) -> float:
     """The t > 0 with :func:`student_t_p` (t, df) = p: the half-width multiplier of a
     two-sided 1 - p interval (4.303 for p = 0.05 and 2 degrees of freedom), by bisection."""

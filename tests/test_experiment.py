@@ -764,6 +764,59 @@ def test_a_rendering_without_references_refuses_untested_pairs_and_uses_the_cach
     assert cells[0].endswith("/2)")  # both seeds tested: a cell over two seeds
 
 
+def _references_sha256(refs, refs_tok=None):
+    """The definition a record's ``references_sha256`` is held to."""
+    return hashlib.sha256(json.dumps([refs, refs_tok], ensure_ascii=False).encode()).hexdigest()
+
+
+def test_runs_scored_against_other_references_are_never_compared(tmp_path):
+    """A record keeps the sha256 of the references it was scored against: a rendering
+    refuses records whose references differ from each other, or from the corpus's files now,
+    naming the record and the file, and leaves the results file as it was; the paired-test
+    cache is keyed by those references too."""
+    refs = {"first": [f"a dog runs on grass number {i}" for i in range(40)]}
+    corpus = _corpus_file(tmp_path, refs)
+    records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
+    argv = ["--corpus", corpus, "--render-only", "--results-dir", str(records_dir),
+            "--results", str(results), "--methods", "attentional_rnn,tree2seq"]
+    args = experiment.parse_args(argv)
+    records_dir.mkdir()
+
+    def write(key, seed, digest):
+        path = methods.record_path(str(records_dir), key, seed)
+        scores = {"tests": {"first": {}}, "references_sha256": {"first": digest}}
+        with open(path, "w") as f:
+            json.dump(_record(args, "my corpus", key, seed, scores), f)
+        records.write_hypotheses(path, {"first": drop_words(refs["first"], 0.3, seed + len(key))})
+
+    digest = _references_sha256(refs["first"])
+    for key in ("attentional_rnn", "tree2seq"):
+        write(key, 1, digest)
+    assert experiment.main(argv) == 0
+    cache = json.loads((records_dir / "significance.json").read_text())
+    hyps = {k: records.read_hypotheses(methods.record_path(str(records_dir), k, 1))["first"]
+            for k in ("attentional_rnn", "tree2seq")}
+    key = hashlib.sha1(json.dumps(["mine", "first", "bleu", "13a", 1000, hyps["attentional_rnn"],
+                                   hyps["tree2seq"], digest]).encode()).hexdigest()
+    assert key in cache  # the references are part of the key
+    rendered = results.read_text()
+    reference = tmp_path / "first.de"
+    reference.write_text(reference.read_text().replace("number 7\n", "number seven\n"))
+    with pytest.raises(SystemExit) as stop:
+        experiment.main(argv)
+    assert ("the record of attentional_rnn seed 1 was scored against other references of test "
+            f"set first than {reference} hold now (sha256 {digest[:12]}…, now "
+            f"{_references_sha256(_lines(reference))[:12]}…)") in str(stop.value)
+    assert results.read_text() == rendered
+    reference.unlink()  # without the corpus: records that disagree with each other
+    write("tree2seq", 1, _references_sha256(["another reference"]))
+    with pytest.raises(SystemExit) as stop:
+        experiment.main(argv)
+    assert ("the records of attentional_rnn seed 1 and tree2seq seed 1 were scored against "
+            "other references of test set first") in str(stop.value)
+    assert results.read_text() == rendered
+
+
 @pytest.mark.parametrize("src,tgt", [("en", "ja"), ("ja", "en")])
 def test_kftt_is_named_by_its_direction_with_its_own_budget(tmp_path, src, tgt):
     """The two directions' records and sections stay apart; KFTT has its own budget."""
@@ -1538,6 +1591,11 @@ def test_a_corpus_of_its_own_runs_end_to_end_with_two_test_sets(experiment_run):
     assert "(2 run(s), 0 failed;" in run_cli(argv).stderr
     kept = {k: records.read_hypotheses(str(home / "records" / f"{k}.seed1.json"))
             for k in ("attentional_rnn", "sa_nmt_shared")}
+    for k in kept:  # each record names the references it was scored against
+        recorded = records.read_record(str(home / "records" / f"{k}.seed1.json"))
+        assert recorded["scores"]["references_sha256"] == {
+            name: _references_sha256(_lines(work / "raw" / f"{ref}.vf"))
+            for name, ref in (("first", "test"), ("second", "gen"))}
     section = _section(home / "R.md", "own")
     diff = _table(section.split("Difference from `attentional_rnn`")[1])["sa_nmt_shared"]
     for column, (name, ref) in enumerate([("first", "test"), ("second", "gen")]):

@@ -85,7 +85,8 @@ from fairseq_syntax.experiment.methods import (
     method_keys, record_path, select_methods,
 )
 from fairseq_syntax.experiment.comparisons import (
-    PairedTests, backbones_of, compare_methods, compare_seeds, cpu_pairings, recorded_tokenize,
+    PairedTests, ReferencesChanged, backbones_of, check_references, compare_methods,
+    compare_seeds, cpu_pairings, recorded_tokenize,
 )
 from fairseq_syntax.experiment.records import (
     REPLACED_DIR, changed_settings, host_facts, hypotheses_path, keep_replaced, places_of,
@@ -332,13 +333,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     lock = threading.Lock()
     failures: List[str] = []
 
-    def render() -> str:
+    def table() -> dict:
+        """The records of the section, per method key, all scored on the same references."""
         records = read_records(args.results_dir)
         by_key = table_records(records, args, description)
         if args.render_only and records and not by_key:  # not a section of empty rows
             raise SystemExit("fairseq-syntax-experiment: error: --render-only: "
                              + no_matching_record(records, args, description)
                              + f"\n{args.results} is left as it was.")
+        try:
+            check_references([r for rs in by_key.values() for r in rs], corpus)
+        except ReferencesChanged as err:
+            raise SystemExit(
+                f"fairseq-syntax-experiment: error: {err}. Move the stale record (METHOD.seedN."
+                f"json and its .hyp files) out of {args.results_dir} and run the experiment "
+                f"again with its --workdir: a run whose training finished there is only "
+                f"decoded and scored again. {args.results} is left as it was.") from None
+        return by_key
+
+    def render() -> str:
+        by_key = table()
         tests = PairedTests(args.corpus_name, corpus, args.results_dir,
                             corpus.bleu_tokenize if corpus else
                             recorded_tokenize([r for rs in by_key.values() for r in rs]))
@@ -364,6 +378,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"wrote the {section_name(args)} section of {args.results}", file=sys.stderr)
         return 0
 
+    table()  # other references than the records' are found before anything trains
     threads = tool_threads(args)
     env = tool_env(threads)
     host = host_facts(args, threads)

@@ -2,7 +2,9 @@
 against each other: the paired bootstrap tests of :mod:`fairseq_syntax.evaluation.significance`
 on the translations kept beside the run records (RIBES: on the tokenised ones, against the
 tokenised references), cached in ``RESULTS_DIR/significance.json`` (a table renders again
-without the corpus's references, and without testing again)."""
+without the corpus's references, and without testing again). Runs scored against other
+references than each other, or than the corpus holds now, are never compared:
+:func:`check_references`."""
 import hashlib
 import json
 import os
@@ -41,6 +43,44 @@ def paired_scores(corpus_name: str) -> List[str]:
     """The scores tested: BLEU and chrF, and the synthetic corpus's agreement (RIBES too,
     where the runs kept tokenised translations: :func:`compare_methods`)."""
     return ["bleu", "chrf", *(["agreement"] if corpus_name == "synthetic" else [])]
+
+
+class ReferencesChanged(Exception):
+    """Records of one table were scored against other references (:func:`check_references`)."""
+
+
+def references_of(record: dict, test: str) -> Optional[str]:
+    """The sha256 of the references ``record``'s scores of ``test`` compared with
+    (``Corpus.references_sha256``); None in records older than 2026-12-05, which kept none."""
+    return (record["scores"].get("references_sha256") or {}).get(test)
+
+
+def check_references(records: Sequence[dict], corpus: Optional[Corpus]) -> None:
+    """Raise :class:`ReferencesChanged` where two records were scored against other
+    references of one test set, or a record against other references than ``corpus`` (where
+    given) holds now: their scores, means and paired tests would mix two references."""
+    now: Dict[str, str] = {}
+    first: Dict[str, Tuple[dict, str]] = {}
+    for record in records:
+        for test in record["scores"].get("references_sha256") or {}:
+            digest = references_of(record, test)
+            name = f"{record.get('method')} seed {record.get('seed')}"
+            if corpus is not None and any(t.name == test for t in corpus.test_sets):
+                if test not in now:
+                    now[test] = corpus.references_sha256(corpus.test_set(test))
+                if digest != now[test]:
+                    t = corpus.test_set(test)
+                    raise ReferencesChanged(
+                        f"the record of {name} was scored against other references of test "
+                        f"set {test} than {t.reference}"
+                        f"{' and ' + t.reference_tok if t.reference_tok else ''} hold now "
+                        f"(sha256 {digest[:12]}…, now {now[test][:12]}…)")
+            seen = first.setdefault(test, (record, digest))
+            if seen[1] != digest:
+                raise ReferencesChanged(
+                    f"the records of {seen[0].get('method')} seed {seen[0].get('seed')} and "
+                    f"{name} were scored against other references of test set {test} "
+                    f"(sha256 {seen[1][:12]}… and {digest[:12]}…)")
 
 
 class PairedTests:
@@ -89,9 +129,12 @@ class PairedTests:
                 base_hyps, hyps, references = self.inputs(score, test, base, record)
                 if base_hyps is None:
                     continue
+                # the references' sha256 where either record kept it (check_references: one)
+                refs_sha256 = sorted({d for d in (references_of(base, test),
+                                                  references_of(record, test)) if d})
                 digest = hashlib.sha1(json.dumps(
-                    [self.corpus_name, test, score, self.tokenize, N_SAMPLES, base_hyps, hyps],
-                    ensure_ascii=False).encode("utf-8")).hexdigest()
+                    [self.corpus_name, test, score, self.tokenize, N_SAMPLES, base_hyps, hyps,
+                     *refs_sha256], ensure_ascii=False).encode("utf-8")).hexdigest()
                 if digest not in self.cache:
                     if self.corpus is None:
                         pair = (f"{record.get('method')} seed {record.get('seed')} − "

@@ -165,6 +165,9 @@ class Row:
     bleu_signature: str = ""
     chrf_signature: str = ""
     ribes_signature: str = ""  # RIBES on the recipe's words (evaluation/translation_scores.py)
+    # each test set's Corpus.references_sha256: the references its scores compared with
+    # (recorded since 2026-12-05)
+    references_sha256: Dict[str, str] = field(default_factory=dict)
     aer: Optional[float] = None
     precision: Optional[float] = None
     recall: Optional[float] = None

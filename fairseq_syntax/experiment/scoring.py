@@ -38,6 +38,7 @@ def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
     scores.update(bleu=scored.bleu, chrf=scored.chrf)
     row.bleu_signature, row.chrf_signature = scored.signatures["bleu"], scored.signatures["chrf"]
     row.hypotheses[test.name] = hyps
+    row.references_sha256[test.name] = corpus.references_sha256(test)
     if ribes:
         scores["ribes"], row.ribes_signature = scored.ribes, scored.signatures["ribes"]
         row.hypotheses_tok[test.name] = hyps_tok

@@ -17,7 +17,8 @@ SAME_CPU_MULTI30K = ("attentional_rnn,lstm,tree2seq,sa_nmt_shared,sdatt_double_s
                      "syntax_transformer,fairseq_transformer,"
                      "syntax_transformer+supervised_attention,transformer_align,"
                      "tree2seq_transformer")
-SAME_CPU_KFTT = ("syntax_transformer,syntax_transformer+supervised_attention,transformer_align,"
+SAME_CPU_KFTT = ("attentional_rnn,attentional_rnn+supervised_attention,"
+                 "syntax_transformer,syntax_transformer+supervised_attention,transformer_align,"
                  "tree2seq_transformer,sdatt_double_transformer")
 GPU_MULTI30K = ("syntax_transformer,fairseq_transformer,syntax_transformer+supervised_attention,"
                 "transformer_align,pascal_transformer,sa_transformer,sdatt_transformer,"

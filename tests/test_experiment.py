@@ -333,6 +333,11 @@ def test_the_difference_tables_say_which_pairs_ran_on_one_cpu():
     assert lines[5] == tables.CROSS_CPU_NOTE and len(lines) == 6
     assert len(tables.significance_table(["sa_transformer"], deltas, ["test"], ["bleu"],
                                          cpu_pairs=pairs)) == 3  # one CPU: no note
+    untested = {k: v for k, v in deltas.items() if k[0] == "sa_transformer"}
+    untested["transformer_align", "test", "bleu"] = {2: Delta(0.1, -0.2, 0.4, 0.3)}
+    lines = tables.significance_table(["transformer_align"], untested, ["test"], ["bleu"],
+                                      cpu_pairs=pairs)  # seeds 1 and 3 kept no translations
+    assert lines[2].endswith(" | 1 of 1 |") and len(lines) == 3
     rows = tables.seed_table(deltas, ["test"], ["bleu"], pairs)
     assert rows[4].startswith("| `sa_transformer` | 2 |") and rows[4].endswith(" | yes |")
     assert [r.rsplit("|", 2)[-2].strip() for r in rows[5:8]] == ["?", "yes", "**no**"]

@@ -615,10 +615,14 @@ def significance_table(rows: Sequence[str], comparisons: Comparisons, tests: Seq
     how many of its pairs ran on one kind of machine (``cpu_pairs``: method -> seed ->
     :func:`~fairseq_syntax.evaluation.host.same_cpu`); a method whose position predictor
     degenerated (``degenerate``: its seeds) is marked ‡."""
-    degenerate, cpu_pairs = degenerate or {}, cpu_pairs or {}
+    degenerate = degenerate or {}
     cols = [(t, s) for t in tests for s in scores]
     cols = [(t, s) for t, s in cols if s != "ribes" or any(  # RIBES: where it was tested
         (k, t, s) in comparisons for k in rows)]
+    # the pairs tested, not every same-seed pair (a record of version 1 kept no translations)
+    cpu_pairs = {key: {seed: same for seed, same in (cpu_pairs or {}).get(key, {}).items()
+                       if any(seed in comparisons.get((key, t, s), {}) for t, s in cols)}
+                 for key in rows}
     lines = ["| method | " + " | ".join(f"Δ {SCORE_NAMES[s]} {test_label(t)}" for t, s in cols)
              + " | one CPU |", "| --- |" + " ---: |" * len(cols) + " --- |"]
     footnotes = []

@@ -729,19 +729,25 @@ def test_ribes_is_tested_on_the_kept_tokenised_translations(tmp_path):
     assert _table(diff)["tree2seq"][2] == "–"
 
 
+def _two_methods_rendering(tmp_path):
+    """A corpus of its own with one test set of 40 references, an empty records folder and
+    the ``--render-only`` options of the backbone and ``tree2seq`` on them."""
+    refs = {"first": [f"a dog runs on grass number {i}" for i in range(40)]}
+    corpus = _corpus_file(tmp_path, refs)
+    records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
+    argv = ["--corpus", corpus, "--render-only", "--results-dir", str(records_dir),
+            "--results", str(results), "--methods", "attentional_rnn,tree2seq"]
+    records_dir.mkdir()
+    return refs, records_dir, results, argv, experiment.parse_args(argv)
+
+
 def test_a_rendering_without_references_refuses_untested_pairs_and_uses_the_cache(tmp_path):
     """``--render-only`` without the corpus's references tests from the cache only: where a
     method's seed pairs with its backbone's (or two backbone seeds pair) but their test is
     not cached, it stops, names the pairs and leaves the results file as it was, rather than
     render a cell of fewer seeds; once a rendering with the references cached them, it
     renders the same cells."""
-    refs = {"first": [f"a dog runs on grass number {i}" for i in range(40)]}
-    corpus = _corpus_file(tmp_path, refs)
-    records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
-    argv = ["--corpus", corpus, "--render-only", "--results-dir", str(records_dir),
-            "--results", str(results), "--methods", "attentional_rnn,tree2seq"]
-    args = experiment.parse_args(argv)
-    records_dir.mkdir()
+    refs, records_dir, results, argv, args = _two_methods_rendering(tmp_path)
     for key, share in (("attentional_rnn", 0.4), ("tree2seq", 0.2)):
         for seed in (1, 2):
             path = methods.record_path(str(records_dir), key, seed)
@@ -779,13 +785,7 @@ def test_runs_scored_against_other_references_are_never_compared(tmp_path):
     refuses records whose references differ from each other, or from the corpus's files now,
     naming the record and the file, and leaves the results file as it was; the paired-test
     cache is keyed by those references too."""
-    refs = {"first": [f"a dog runs on grass number {i}" for i in range(40)]}
-    corpus = _corpus_file(tmp_path, refs)
-    records_dir, results = tmp_path / "records", tmp_path / "RESULTS.md"
-    argv = ["--corpus", corpus, "--render-only", "--results-dir", str(records_dir),
-            "--results", str(results), "--methods", "attentional_rnn,tree2seq"]
-    args = experiment.parse_args(argv)
-    records_dir.mkdir()
+    refs, records_dir, results, argv, args = _two_methods_rendering(tmp_path)
 
     def write(key, seed, digest):
         path = methods.record_path(str(records_dir), key, seed)

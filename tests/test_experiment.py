@@ -349,6 +349,30 @@ def test_the_difference_tables_say_which_pairs_ran_on_one_cpu():
     assert rows[6].startswith("| 3 − 2 |") and rows[6].endswith(" | yes |")
 
 
+def test_a_decode_only_variant_has_a_bar_in_the_delta_chart_but_no_curve(tmp_path, monkeypatch):
+    """``tree2seq+length_prior`` is decoded from ``tree2seq``'s checkpoint: its Δ gets a bar
+    beside the others (value and interval of its one seed), its learning curve is
+    ``tree2seq``'s and is not drawn twice."""
+    from fairseq_syntax.evaluation import figures
+    from fairseq_syntax.evaluation.significance import Delta
+
+    drawn = {}
+    monkeypatch.setattr(figures, "delta_chart", lambda path, title, bars, label:
+                        drawn.setdefault("bars", bars))
+    monkeypatch.setattr(figures, "learning_curves", lambda path, title, curves:
+                        drawn.setdefault("curves", curves))
+    run = {"seed": 1, "scores": {"valid_ppl_by_epoch": [30.0, 20.0]}}
+    rows = ["attentional_rnn", "tree2seq", "tree2seq+length_prior"]
+    deltas = {("tree2seq", "test", "bleu"): {1: Delta(0.5, 0.1, 0.9, 0.01)},
+              ("tree2seq+length_prior", "test", "bleu"): {1: Delta(-0.3, -0.7, 0.1, 0.2)}}
+    tables.section_figures(str(tmp_path), "kftt-en-ja", "RNN family", "attentional_rnn", rows,
+                           {k: [run] for k in rows}, deltas, ["test"], "kftt-en-ja",
+                           decode_only={"tree2seq+length_prior"})
+    assert drawn["bars"] == [("tree2seq (1)", 0.5, 0.1, 0.9, True),
+                             ("tree2seq+length_prior (1)", -0.3, -0.7, 0.1, False)]
+    assert list(drawn["curves"]) == ["attentional_rnn", "tree2seq"]
+
+
 def test_a_predictor_is_degenerated_at_one_end_at_eos_or_standing_still():
     from fairseq_syntax.evaluation.positions import degenerated
 

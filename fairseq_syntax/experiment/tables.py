@@ -434,8 +434,8 @@ def section_markdown(corpus_name: str, keys: Sequence[str], by_key: Dict[str, Li
                                    for r in by_key.get(backbone, [])})
         if figures_dir:
             lines += section_figures(figures_dir, section_name(args), name, backbone,
-                                     [k for k in family_rows if k not in decode_only],
-                                     by_key, comparisons, tests, corpus_name, subset)
+                                     family_rows, by_key, comparisons, tests, corpus_name,
+                                     subset, decode_only)
         lines.append("")
     base = next((r["scores"]["baselines"] for r in runs if r["scores"].get("baselines")), None)
     if base:
@@ -727,11 +727,13 @@ def seed_table(comparisons: Comparisons, tests: Sequence[str], scores: Sequence[
 def section_figures(figures_dir: str, section: str, family: str, backbone: str,
                     rows: Sequence[str], by_key: Dict[str, List[dict]],
                     comparisons: Comparisons, tests: Sequence[str], corpus_name: str,
-                    subset: Collection[str] = ()) -> List[str]:
+                    subset: Collection[str] = (), decode_only: Collection[str] = ()
+                    ) -> List[str]:
     """The family's learning curves (rows in ``subset`` labelled (subset), as in
-    :func:`epoch_table`) and, per test set, its Δ chart (PNG files in ``figures_dir``); the
-    Markdown lines that embed them (paths relative to the results file, which lies in the
-    folder above ``figures_dir``)."""
+    :func:`epoch_table`; a ``decode_only`` row, decoded from another row's training, has
+    none of its own) and, per test set, its Δ chart with a bar per row (PNG files in
+    ``figures_dir``); the Markdown lines that embed them (paths relative to the results
+    file, which lies in the folder above ``figures_dir``)."""
     from fairseq_syntax.evaluation.figures import delta_chart, learning_curves
 
     os.makedirs(figures_dir, exist_ok=True)
@@ -740,7 +742,7 @@ def section_figures(figures_dir: str, section: str, family: str, backbone: str,
     lines = []
     curves = {k + (SUBSET_MARK if k in subset else ""):
               [r["scores"]["valid_ppl_by_epoch"] for r in by_key.get(k, [])
-               if r["scores"].get("valid_ppl_by_epoch")] for k in rows}
+               if r["scores"].get("valid_ppl_by_epoch")] for k in rows if k not in decode_only}
     curves = {k: v for k, v in curves.items() if v}
     if curves:
         name = f"{stem}-valid-ppl.png"

@@ -62,8 +62,7 @@ def check_references(records: Sequence[dict], corpus: Optional[Corpus]) -> None:
     now: Dict[str, str] = {}
     first: Dict[str, Tuple[dict, str]] = {}
     for record in records:
-        for test in record["scores"].get("references_sha256") or {}:
-            digest = references_of(record, test)
+        for test, digest in (record["scores"].get("references_sha256") or {}).items():
             name = f"{record.get('method')} seed {record.get('seed')}"
             if corpus is not None and any(t.name == test for t in corpus.test_sets):
                 if test not in now:

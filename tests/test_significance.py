@@ -134,3 +134,18 @@ def test_a_cell_whose_seeds_agree_to_the_sentence_shows_no_interval_and_no_bold(
     assert comparison_cell({1: one, 2: one}) == "+0.20 in every seed, no interval (0/2)"
     assert comparison_cell({1: one, 2: Delta(0.4, 0.0, 0.8, 0.2)}) == (
         "+0.30 [-0.97, +1.57] p=0.205 (0/2)")
+
+
+def test_a_bound_just_past_zero_is_not_printed_as_zero():
+    """Two decimals, except a bound that is not 0 but rounds to ±0.00: it keeps two
+    significant digits, so a bold interval [+0.003, +1.20] does not read [+0.00, +1.20]
+    beside a plain one whose bound is 0; an exact 0 stays +0.00, and so does Δ."""
+    from fairseq_syntax.evaluation.significance import Delta, bound, interval
+    from fairseq_syntax.experiment.tables import comparison_cell
+
+    assert [bound(v) for v in (1.234, -0.5, 0.0, 0.003, -0.0041, 0.00049)] == [
+        "+1.23", "-0.50", "+0.00", "+0.003", "-0.0041", "+0.00049"]
+    assert interval(0.004, 0.003, 1.2) == "+0.00 [+0.003, +1.20]"
+    assert comparison_cell({1: Delta(0.6, 0.003, 1.2, 0.04)}) == (
+        "**+0.60 [+0.003, +1.20] p=0.040** †")
+    assert comparison_cell({1: Delta(0.3, 0.0, 0.6, 0.06)}) == "+0.30 [+0.00, +0.60] p=0.060"

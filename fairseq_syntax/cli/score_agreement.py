@@ -85,13 +85,13 @@ def _print_paired_deltas(baseline_path: str, paired) -> None:
     """--hyp minus --baseline: Δ [95 % interval] and p of each score, paired bootstrap."""
     import logging
 
-    from fairseq_syntax.evaluation.significance import N_SAMPLES, paired_deltas
+    from fairseq_syntax.evaluation.significance import N_SAMPLES, interval, paired_deltas
 
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # its per-step INFO lines
     print(f"paired bootstrap against {baseline_path} ({N_SAMPLES} resamples):")
     for label, metric, system, base, references in paired:
         d = paired_deltas(metric, base, {"system": system}, references)["system"]
-        print(f"  delta {label}: {d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] p = {d.p:.3f}")
+        print(f"  delta {label}: {interval(d.delta, d.low, d.high)} p = {d.p:.3f}")
 
 
 if __name__ == "__main__":

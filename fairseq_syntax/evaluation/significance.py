@@ -168,3 +168,14 @@ def seed_mean(deltas: Sequence[float]) -> SeedMean:
     # interval published here was computed so)
     half = round(student_t_quantile(ALPHA, n - 1), 3) * sem
     return SeedMean(mean, mean - half, mean + half, n, student_t_p(mean / sem, n - 1))
+
+
+def bound(value: float) -> str:
+    """An interval's bound with its sign to two decimals; one that is not 0 but would round
+    to ±0.00 keeps two significant digits (+0.003), so a bound just past 0 is not read as 0."""
+    return f"{value:+.2g}" if value and abs(value) < 0.005 else f"{value:+.2f}"
+
+
+def interval(delta: float, low: float, high: float) -> str:
+    """``Δ [low, high]``: Δ to two decimals, each bound a :func:`bound`."""
+    return f"{delta:+.2f} [{bound(low)}, {bound(high)}]"

@@ -11,7 +11,7 @@ from typing import Collection, Dict, List, Optional, Sequence
 
 from fairseq_syntax.evaluation.host import same_cpu
 from fairseq_syntax.evaluation.positions import degenerated
-from fairseq_syntax.evaluation.significance import Delta, seed_mean
+from fairseq_syntax.evaluation.significance import Delta, interval, seed_mean
 
 from .comparisons import Comparisons, SeedPairs, cpu_pairings, paired_scores
 from .methods import (
@@ -548,8 +548,8 @@ SIGNIFICANCE_NOTE = (
     "bootstrap interval and p). **Bold**: significant (the interval over ≥ 2 seeds excludes 0; one "
     "seed: p < 0.05 and its interval excludes 0, marked † as one training run; sacreBLEU's p "
     "and its percentile interval can disagree near the edge, so both are asked). Otherwise no "
-    "difference is shown. Runs without "
-    "kept translations (records of version 1) are not tested.")
+    "difference is shown. A bound that is not 0 but rounds to ±0.00 keeps two significant "
+    "digits (-0.0026). Runs without kept translations (records of version 1) are not tested.")
 
 
 def comparison_cell(by_seed: Dict[int, Delta]) -> str:
@@ -560,13 +560,13 @@ def comparison_cell(by_seed: Dict[int, Delta]) -> str:
     deltas = [by_seed[s] for s in sorted(by_seed)]
     if len(deltas) == 1:
         d = deltas[0]
-        text = f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] {fmt_p(d.p)}"
+        text = f"{interval(d.delta, d.low, d.high)} {fmt_p(d.p)}"
         return f"**{text}** †" if d.significant else text
     mean = seed_mean([d.delta for d in deltas])
     hits = sum(d.significant for d in deltas)
     if mean.low is None:  # the same Δ in every seed: no t interval
         return f"{mean.mean:+.2f} in every seed, no interval ({hits}/{len(deltas)})"
-    text = f"{mean.mean:+.2f} [{mean.low:+.2f}, {mean.high:+.2f}]"
+    text = interval(mean.mean, mean.low, mean.high)
     return ((f"**{text}**" if mean.significant else text)
             + f" {fmt_p(mean.p)} ({hits}/{len(deltas)})")
 
@@ -668,7 +668,7 @@ def seed_pairs_table(backbone: str, seed_pairs: SeedPairs, tests: Sequence[str],
                 continue
             tested += 1
             alarms += d.significant
-            text = f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}]"
+            text = interval(d.delta, d.low, d.high)
             cells.append(f"**{text}**" if d.significant else text)
         same = same_cpu(hosts.get(late) or {}, hosts.get(early) or {})
         lines.append(f"| {late} − {early} | " + " | ".join(cells)
@@ -717,7 +717,7 @@ def seed_table(comparisons: Comparisons, tests: Sequence[str], scores: Sequence[
             for s in scores:
                 d = comparisons.get((key, t, s), {}).get(seed)
                 cells.append("–" if d is None else
-                             f"{d.delta:+.2f} [{d.low:+.2f}, {d.high:+.2f}] {d.p:.3f}")
+                             f"{interval(d.delta, d.low, d.high)} {d.p:.3f}")
             if any(c != "–" for c in cells):
                 same = one_cpu_label(cpu_pairs.get(key, {}).get(seed))
                 lines.append(f"| `{key}` | {seed} | {t} | " + " | ".join(cells) + f" | {same} |")

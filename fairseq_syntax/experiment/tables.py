@@ -596,7 +596,7 @@ def one_cpu_cell(by_seed: Dict[int, Optional[bool]]) -> str:
 
 
 CROSS_CPU_NOTE = (
-    "One CPU: of the seeds paired, how many ran the method and the backbone on one kind of "
+    "One CPU: of the seeds tested, how many ran the method and the backbone on one kind of "
     "machine (the records' CPU name, family/model, PyTorch's kernels and device; runs on "
     "GPUs: the GPU; not known where a record older than 2026-12-01 names no family/model). "
     "The same seed on another "

@@ -99,13 +99,21 @@ class Corpus:
             refs = [html.unescape(r) for r in refs]
         return self.detokenize()(refs) if self.detokenizer == "synthetic" else refs
 
+    def references_tok(self, test: TestSet) -> Optional[List[str]]:
+        """The tokenised references RIBES and tokenised BLEU compare with (None: not given)."""
+        return read_text_lines(test.reference_tok, allow_empty=True) if test.reference_tok else None
+
     def references_sha256(self, test: TestSet) -> str:
-        """sha256 of what ``test``'s scores compare with: :meth:`references` and the
-        tokenised references (RIBES), where the test set has them. A record keeps it, so
-        runs scored against other references are never compared (``experiment.comparisons``)."""
-        tok = read_text_lines(test.reference_tok, allow_empty=True) if test.reference_tok else None
-        return hashlib.sha256(json.dumps([self.references(test), tok], ensure_ascii=False)
-                              .encode("utf-8")).hexdigest()
+        """:func:`references_sha256` of ``test``'s references, as its scores read them."""
+        return references_sha256(self.references(test), self.references_tok(test))
+
+
+def references_sha256(refs: Sequence[str], refs_tok: Optional[Sequence[str]]) -> str:
+    """sha256 of what a test set's scores compare with: its references and, where the test
+    set has them, its tokenised references. A record keeps it, so runs scored against other
+    references are never compared (``experiment.comparisons``)."""
+    return hashlib.sha256(json.dumps([list(refs), None if refs_tok is None else list(refs_tok)],
+                                     ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 class CorpusError(ValueError):

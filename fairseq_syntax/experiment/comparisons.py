@@ -15,7 +15,7 @@ import sacrebleu
 from fairseq_syntax.evaluation.corpus import Corpus
 from fairseq_syntax.evaluation.host import same_cpu
 from fairseq_syntax.evaluation.significance import N_SAMPLES, Delta, paired_deltas
-from fairseq_syntax.syntax.text_io import read_json, read_text_lines
+from fairseq_syntax.syntax.text_io import read_json
 
 from .methods import BACKBONE, TRANSFORMER_BACKBONE, family_of
 from .records import SIGNIFICANCE_CACHE as CACHE, read_hypotheses
@@ -113,9 +113,7 @@ class PairedTests:
         theirs, mine = self.translations(base, True), self.translations(record, True)
         if not theirs or not mine or test not in theirs or test not in mine:
             return None, None, None
-        return theirs[test], mine[test], lambda: (
-            read_text_lines(corpus.test_set(test).reference_tok, allow_empty=True)
-            if corpus.test_set(test).reference_tok else None)
+        return theirs[test], mine[test], lambda: corpus.references_tok(corpus.test_set(test))
 
     def of(self, base: dict, record: dict) -> Dict[Tuple[str, str], Delta]:
         """(test set, score) -> Δ of ``record``'s translations against ``base``'s."""

@@ -7,10 +7,9 @@ import shlex
 from typing import Sequence
 
 from fairseq_syntax.evaluation.architectures import FAIRSEQ_PEERS
-from fairseq_syntax.evaluation.corpus import Corpus, TestSet
+from fairseq_syntax.evaluation.corpus import Corpus, TestSet, references_sha256
 from fairseq_syntax.evaluation.fairseq_commands import rnn_size_args
 from fairseq_syntax.evaluation.translation_scores import score_translations
-from fairseq_syntax.syntax.text_io import read_text_lines
 
 from .commands import device_args, transformer_model_args
 from .methods import BACKBONE, Method, Row, TRANSFORMER_BACKBONE
@@ -30,20 +29,20 @@ def score_test_set(row: Row, corpus: Corpus, test: TestSet, gen_out: str,
     if len(hyps) != len(refs):
         raise RuntimeError(f"{len(hyps)} translations of {test.subset} but {len(refs)} "
                            f"references in {test.reference} (see {gen_out})")
+    refs_tok = corpus.references_tok(test)
     ribes = "ribes" in corpus.scores
     scored = score_translations(hyps, refs, corpus.bleu_tokenize,
-                                hyps_tok if ribes else None,
-                                read_text_lines(test.reference_tok, allow_empty=True) if ribes else None)
+                                hyps_tok if ribes else None, refs_tok if ribes else None)
     scores = row.tests.setdefault(test.name, {})
     scores.update(bleu=scored.bleu, chrf=scored.chrf)
     row.bleu_signature, row.chrf_signature = scored.signatures["bleu"], scored.signatures["chrf"]
     row.hypotheses[test.name] = hyps
-    row.references_sha256[test.name] = corpus.references_sha256(test)
+    row.references_sha256[test.name] = references_sha256(refs, refs_tok)
     if ribes:
         scores["ribes"], row.ribes_signature = scored.ribes, scored.signatures["ribes"]
         row.hypotheses_tok[test.name] = hyps_tok
     if "bleu_tok" in corpus.scores:  # comparable with published tokenised BLEU
-        scores["bleu_tok"] = tokenised_bleu(hyps_tok, read_text_lines(test.reference_tok, allow_empty=True))
+        scores["bleu_tok"] = tokenised_bleu(hyps_tok, refs_tok)
     if "agreement" in corpus.scores:
         from fairseq_syntax.evaluation.agreement import agreement_report
         from fairseq_syntax.syntax.conllu_io import read_conllu_trees

@@ -61,27 +61,24 @@ def test_durations_read_as_people_write_them():
 
 
 def test_a_run_prints_a_line_each_time_its_log_moves_on_with_the_time_left(tmp_path):
-    """A run resumed after 2 of its 12 epochs: the rate counts only what trains after the
-    harness took it up. At 600 s it has 4 epochs: 2 in 600 s, 8 to go, so 2,400 s left."""
+    """A new run: 4 of its 12 epochs in 600 s, 8 to go, so 1,200 s left."""
     log = tmp_path / "train.log.jsonl"
-    log.write_text(CONFIG + inner(1, 0.5, 75) + epoch_end(1, 151) + epoch_end(2, 302))
     clock = [1000.0]
     monitor = ProgressMonitor(threading.Lock(), clock=lambda: clock[0])
     monitor.add("lstm seed 1", str(log), {"epochs": 12, "updates": None})
-    assert monitor.poll() == []  # nothing new since it was added
-    with log.open("a") as f:
-        f.write(epoch_end(3, 453) + epoch_end(4, 604))
+    assert monitor.poll() == []  # no log yet
+    log.write_text(CONFIG + "".join(epoch_end(e, 151 * e) for e in range(1, 5)))
     clock[0] = 1600.0
     assert monitor.poll() == [
         "[progress] lstm seed 1 |██████░░░░░░░░░░░░░░|  33 % epoch 4.0 of 12, update 604, "
-        "10 min, ETA 40 min"]
+        "10 min, ETA 20 min"]
     assert monitor.poll() == []  # printed once
     with log.open("a") as f:
         f.write(inner(5, 0.5, 680))
-    clock[0] = 1750.0  # 2.5 epochs in 750 s: 7.5 to go at 300 s an epoch
+    clock[0] = 1750.0  # 4.5 epochs in 750 s: 7.5 to go at 167 s an epoch
     assert monitor.poll() == [
         "[progress] lstm seed 1 |███████░░░░░░░░░░░░░|  38 % epoch 4.5 of 12, update 680, "
-        "12 min, ETA 38 min"]
+        "12 min, ETA 21 min"]
     with log.open("a") as f:
         f.write("".join(epoch_end(e, 151 * e) for e in range(5, 13)))
     clock[0] = 4000.0
@@ -92,6 +89,29 @@ def test_a_run_prints_a_line_each_time_its_log_moves_on_with_the_time_left(tmp_p
     with log.open("a") as f:
         f.write(epoch_end(13, 1963))
     assert monitor.poll() == []
+
+
+def test_a_resumed_run_is_timed_by_its_new_lines_only(tmp_path):
+    """Killed half-way through epoch 3, it resumes from epoch 2's checkpoint: the old
+    lines of epoch 3 are trained again and do not count. Its first new line (epoch 2.5)
+    has no ETA; from there 1.5 epochs in 600 s, 8 to go: 3,200 s left."""
+    log = tmp_path / "train.log.jsonl"
+    log.write_text(CONFIG + epoch_end(1, 151) + epoch_end(2, 302) + inner(3, 0.5, 377))
+    clock = [1000.0]
+    monitor = ProgressMonitor(threading.Lock(), clock=lambda: clock[0])
+    monitor.add("lstm seed 1", str(log), {"epochs": 12, "updates": None})
+    assert monitor.poll() == []  # the killed process's lines
+    with log.open("a") as f:
+        f.write(CONFIG + inner(3, 0.5, 377))
+    clock[0] = 1150.0
+    assert monitor.poll() == [
+        "[progress] lstm seed 1 |████░░░░░░░░░░░░░░░░|  21 % epoch 2.5 of 12, update 377, 2 min"]
+    with log.open("a") as f:
+        f.write(epoch_end(3, 453) + epoch_end(4, 604))
+    clock[0] = 1750.0
+    assert monitor.poll() == [
+        "[progress] lstm seed 1 |██████░░░░░░░░░░░░░░|  33 % epoch 4.0 of 12, update 604, "
+        "12 min, ETA 53 min"]
 
 
 def test_a_run_that_starts_over_is_followed_from_zero(tmp_path):

@@ -7,12 +7,14 @@ from typing import Dict, List
 UPDATE_KEYS = ("num_updates", "train_num_updates", "valid_num_updates")
 
 
-def log_records(path: str) -> List[dict]:
-    """The JSON object of every line of fairseq-train's ``--log-file`` (other lines, such as
-    the config dict fairseq logs first as a Python repr, skipped)."""
+def log_records(path: str, offset: int = 0) -> List[dict]:
+    """The JSON object of every line of fairseq-train's ``--log-file`` from byte ``offset`` on
+    (other lines, such as the config dict fairseq logs first as a Python repr, skipped)."""
     records = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        for raw in f:
+            line = raw.decode("utf-8", errors="replace")
             if not line.startswith("{"):
                 continue
             try:
@@ -58,14 +60,14 @@ def epoch_stats(path: str) -> Dict[int, dict]:
     return stats
 
 
-def training_position(path: str) -> dict:
-    """How far training has come by the log: ``epochs``, the epochs done with the share of the
-    one under way (fairseq's ``update`` field, epoch − 1 + the share; an epoch's summary or
-    validation line counts it whole), and ``updates``, the last update number logged; zeros
-    before the first line (or without a log)."""
+def training_position(path: str, offset: int = 0) -> dict:
+    """How far training has come by the log's lines from byte ``offset`` on: ``epochs``, the
+    epochs done with the share of the one under way (fairseq's ``update`` field, epoch − 1 +
+    the share; an epoch's summary or validation line counts it whole), and ``updates``, the
+    last update number logged; zeros before the first line (or without a log)."""
     position = {"epochs": 0.0, "updates": 0}
     try:
-        records = log_records(path)
+        records = log_records(path, offset)
     except FileNotFoundError:
         return position
     for stats in records:

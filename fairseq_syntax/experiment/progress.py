@@ -1,7 +1,9 @@
 """Progress of the runs a harness trains: how far each ``fairseq-train`` is through its
 budget (``--max-epoch``, ``--max-update``; whichever ends first), read from its JSON log,
-as a bar with the time spent and the time left at the rate since the harness started it,
-one line each time a run's log moves on (fairseq logs every ``--log-interval`` updates)."""
+as a bar with the time spent and the time left at the rate of what it trained since the
+harness took it up, one line each time a run's log moves on (fairseq logs every
+``--log-interval`` updates)."""
+import os
 import sys
 import threading
 import time
@@ -11,6 +13,14 @@ from fairseq_syntax.evaluation.fairseq_log import training_position
 
 INTERVAL = 30.0  # seconds between looks at the logs
 BAR = 20  # characters of the bar
+
+
+def log_size(path: str) -> int:
+    """The bytes of a log written so far (0: none yet)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def fraction_done(position: dict, budget: dict) -> Optional[float]:
@@ -46,26 +56,34 @@ def progress_line(label: str, position: dict, budget: dict, fraction: float,
 
 class RunProgress:
     """One training run followed through its log: the line to print when it has moved on
-    since the last one (None otherwise), its time left from the rate since it was added
-    (a resumed run's earlier part does not count)."""
+    since the last one (None otherwise), and its time left at the rate since it was added.
+    Only the lines its log gains after that count: a resumed run's log holds its killed
+    process's lines, which may run past the checkpoint it resumes from. A run new to its
+    log (none yet, or one written afresh) is timed from 0 when added; a resumed one from
+    the first position its new lines show, so its first line has no ETA."""
 
     def __init__(self, label: str, log_path: str, budget: dict, now: float):
-        self.label, self.log_path, self.budget = label, log_path, budget
-        self.start = now
-        self.first = self.shown = fraction_done(training_position(log_path), budget) or 0.0
+        self.label, self.log_path, self.budget, self.start = label, log_path, budget, now
+        self.offset = log_size(log_path)
+        self.origin: Optional[tuple] = (0.0, now) if self.offset == 0 else None  # (share, time)
+        self.shown = 0.0  # the share of the last line printed
 
     def line(self, now: float) -> Optional[str]:
-        position = training_position(self.log_path)
+        if log_size(self.log_path) < self.offset:  # written afresh: another training command
+            self.offset, self.origin, self.shown = 0, (0.0, self.start), 0.0
+        position = training_position(self.log_path, self.offset)
         fraction = fraction_done(position, self.budget)
-        if fraction is not None and fraction < self.first:  # started over: another command
-            self.first = self.shown = 0.0
-        if fraction is None or fraction <= self.shown:
+        if fraction is None or not (position["epochs"] or position["updates"]):
+            return None  # nothing logged since it was added
+        if self.origin is None:
+            self.origin = (fraction, now)
+        elif fraction <= self.shown:
             return None
         self.shown = fraction
-        spent = now - self.start
-        rate = (fraction - self.first) / spent if spent > 0 else 0.0
+        first, since = self.origin
+        rate = (fraction - first) / (now - since) if now > since else 0.0
         left = (1.0 - fraction) / rate if rate > 0 else None
-        return progress_line(self.label, position, self.budget, fraction, spent, left)
+        return progress_line(self.label, position, self.budget, fraction, now - self.start, left)
 
 
 class ProgressMonitor:
